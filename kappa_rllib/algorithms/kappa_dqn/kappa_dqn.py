@@ -1,0 +1,385 @@
+"""kappa-PI-DQN and kappa-VI-DQN (paper, Sec. 4.1 and Appendix A, Algorithms 5 and 6).
+
+Config: DQN's settings plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`, with the
+paper's DQN table as defaults (NOTES.md, Tables 3) and `validate()` refusing what the
+algorithm does not implement (double-Q, dueling, n-step, distributional, prioritized replay).
+
+Algorithm: `training_step` walks the phase machine (`kappa_rllib.phases`) through
+N_kappa iterations (`kappa_rllib.schedule`):
+  improvement: EnvRunners sample raw transitions -> replay buffer -> one Q_theta update per
+               `env_steps_per_update` env steps (shaped target, see the torch learner);
+  evaluation (kappa-PI only): as many Q_phi TD(0) updates as the improvement phase made;
+  kappa-VI: phi <- theta at the end of each iteration.
+The phase machine, all counters and the replay buffer are part of `get_state()`, so a
+checkpoint resumes the schedule exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium.spaces import Discrete
+
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.dqn.dqn import DQNConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+from kappa_rllib import envs
+from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
+from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
+from kappa_rllib.replay import UniformReplayBuffer, episodes_to_transitions
+from kappa_rllib.schedule import num_iterations, validate_c_fa, validate_gamma, validate_kappa
+
+UNIFORM_REPLAY = "UniformReplayBuffer"
+
+
+class KappaDQNConfig(DQNConfig):
+    """Shared config of kappa-PI-DQN and kappa-VI-DQN; use the two subclasses."""
+
+    kappa_variant: str = ""  # "pi" or "vi", set by the subclasses
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class)
+        # --- kappa settings (paper, Sec. 4) ---
+        self.kappa = 0.84
+        self.c_fa = 0.05  # the paper's C_FA for DQN after its ablation (Appendix A.1)
+        self.total_env_steps = 10_000_000  # T
+        self.naive_schedule = False  # N_kappa = T, T_kappa = 1 (the paper's naive baseline)
+        self.checkpoint_replay_buffer = True
+        # --- the paper's DQN table (NOTES.md Sec. 1-2) ---
+        self.lr = 1e-4
+        self.gamma = 0.99
+        self.train_batch_size = 32
+        self.target_network_update_freq = 1000  # env steps (Q'_theta); Q'_phi: same #updates
+        self.replay_buffer_config = {"type": UNIFORM_REPLAY, "capacity": 100_000}
+        self.epsilon = [(0, 1.0), (1_000_000, 0.1)]
+        self.env_steps_per_update = 4  # one gradient update per 4 env steps
+        self.num_steps_sampled_before_learning_starts = 10_000
+        self.double_q = False
+        self.dueling = False
+        self.grad_clip = 10.0
+        self.td_error_loss_fn = "huber"
+        self.rollout_fragment_length = 4  # env steps sampled between two weight syncs
+        self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
+        # Our training_step runs its own loop to `env_steps_per_iteration` (it must stop
+        # exactly at the end of the schedule), so RLlib's own iteration minimums are off.
+        self.min_sample_timesteps_per_iteration = 0
+        self.min_time_s_per_iteration = None
+        self.min_train_timesteps_per_iteration = 0
+        # Two DQN modules (RLlib's DefaultDQNTorchRLModule, built from `model_config`):
+        # Q_theta acts on the EnvRunners; Q_phi is learner-only and never leaves the learners.
+        self._rl_module_spec = MultiRLModuleSpec(
+            rl_module_specs={
+                DEFAULT_MODULE_ID: RLModuleSpec(),
+                PHI_MODULE_ID: RLModuleSpec(learner_only=True),
+            }
+        )
+
+    def training(
+        self,
+        *,
+        kappa=None,
+        c_fa=None,
+        total_env_steps=None,
+        naive_schedule=None,
+        env_steps_per_update=None,
+        env_steps_per_iteration=None,
+        checkpoint_replay_buffer=None,
+        **kwargs,
+    ):
+        """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
+        super().training(**kwargs)
+        for name, value in dict(
+            kappa=kappa,
+            c_fa=c_fa,
+            total_env_steps=total_env_steps,
+            naive_schedule=naive_schedule,
+            env_steps_per_update=env_steps_per_update,
+            env_steps_per_iteration=env_steps_per_iteration,
+            checkpoint_replay_buffer=checkpoint_replay_buffer,
+        ).items():
+            if value is not None:
+                setattr(self, name, value)
+        return self
+
+    def environment(self, env=None, **kwargs):
+        """As RLlib's, but `ALE/...` ids get the paper's Atari preprocessing (see `envs`)."""
+        if isinstance(env, str):
+            env = envs.rllib_env_name(env)
+        return super().environment(env, **kwargs)
+
+    @property
+    def num_kappa_iterations(self) -> int:
+        """N_kappa: from C_FA (paper, Eq. 3), or T for the naive schedule."""
+        if self.naive_schedule:
+            return int(self.total_env_steps)
+        return num_iterations(self.kappa, self.c_fa, self.gamma)
+
+    def get_default_learner_class(self):
+        from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import (
+            KappaDQNTorchLearner,
+        )
+
+        return KappaDQNTorchLearner
+
+    def validate(self) -> None:
+        super().validate()
+        try:
+            self._validate_kappa_settings()
+        except ValueError as e:
+            self._value_error(str(e))
+
+    def _validate_kappa_settings(self) -> None:
+        validate_kappa(self.kappa)
+        validate_c_fa(self.c_fa)
+        validate_gamma(self.gamma)
+        if self.kappa_variant not in ("pi", "vi"):
+            raise ValueError("use KappaPIDQNConfig or KappaVIDQNConfig, not KappaDQNConfig")
+        if not (isinstance(self.total_env_steps, int) and self.total_env_steps >= 1):
+            raise ValueError(f"total_env_steps must be a positive int, got {self.total_env_steps!r}")
+        if self.num_kappa_iterations > self.total_env_steps:
+            raise ValueError(
+                f"total_env_steps={self.total_env_steps} < N_kappa={self.num_kappa_iterations} "
+                f"(kappa={self.kappa}, c_fa={self.c_fa}): raise total_env_steps or c_fa"
+            )
+        if not (isinstance(self.env_steps_per_update, int) and self.env_steps_per_update >= 1):
+            raise ValueError(f"env_steps_per_update must be an int >= 1, got {self.env_steps_per_update!r}")
+        for name, bad, why in [
+            ("double_q", self.double_q, "the paper's DQN has no double-Q"),
+            ("dueling", self.dueling, "the paper's DQN has no dueling head"),
+            ("noisy", self.noisy, "noisy nets are not supported"),
+            ("num_atoms", self.num_atoms != 1, "distributional Q is not supported"),
+            ("n_step", self.n_step != 1, "the kappa targets are one-step"),
+            ("training_intensity", self.training_intensity is not None, "use env_steps_per_update"),
+            (
+                "min_sample_timesteps_per_iteration",
+                bool(self.min_sample_timesteps_per_iteration),
+                "use env_steps_per_iteration",
+            ),
+            ("min_time_s_per_iteration", bool(self.min_time_s_per_iteration), "use env_steps_per_iteration"),
+        ]:
+            if bad:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not supported: {why}")
+        if self.replay_buffer_config.get("type") != UNIFORM_REPLAY:
+            raise ValueError(
+                f"replay_buffer_config['type'] must be {UNIFORM_REPLAY!r} (the paper's uniform "
+                f"replay), got {self.replay_buffer_config.get('type')!r}"
+            )
+        if isinstance(self.env, str):
+            envs.check_env_id(self.env)
+            space = envs.action_space_of(self.env, _freeze(self.env_config))
+            if not isinstance(space, Discrete):
+                raise ValueError(
+                    f"env {self.env!r} has a {type(space).__name__} action space: kappa-DQN needs "
+                    "discrete actions (use kappa-PI-TRPO / kappa-VI-TRPO)"
+                )
+
+
+def _freeze(cfg) -> tuple:
+    try:
+        return tuple(sorted((k, v) for k, v in dict(cfg or {}).items() if _hashable(v)))
+    except TypeError:
+        return ()
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+class KappaPIDQNConfig(KappaDQNConfig):
+    kappa_variant = "pi"
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaPIDQN)
+
+
+class KappaVIDQNConfig(KappaDQNConfig):
+    kappa_variant = "vi"
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaVIDQN)
+
+
+class KappaDQN(Algorithm):
+    """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
+
+    def setup(self, config) -> None:
+        super().setup(config)
+        cfg = self.config
+        self.phases = KappaPhaseMachine(
+            total_env_steps=cfg.total_env_steps,
+            num_iterations=cfg.num_kappa_iterations,
+            # kappa = 1: V_phi is multiplied by gamma (1 - kappa) = 0, so evaluating it is
+            # wasted work; the algorithm is then DQN exactly.
+            with_evaluation_phase=cfg.kappa_variant == "pi" and cfg.kappa < 1.0,
+        )
+        self.counters = {
+            "theta_updates": 0,
+            "phi_updates": 0,
+            "pending_update_env_steps": 0,  # env steps not yet paid for by an update
+            "last_theta_target_sync": 0,  # env steps at the last Q'_theta <- Q_theta
+            "phi_updates_at_last_target_sync": 0,
+        }
+
+    def _create_local_replay_buffer_if_necessary(self, config):
+        return UniformReplayBuffer(config["replay_buffer_config"]["capacity"], seed=config.get("seed"))
+
+    # ----- one RLlib iteration: env_steps_per_iteration env steps, or to the schedule's end
+    def training_step(self) -> None:
+        if self.phases.done:
+            raise RuntimeError(
+                f"the kappa schedule is complete: all total_env_steps={self.config.total_env_steps} "
+                "were used; build a new algorithm (or raise total_env_steps) to train further"
+            )
+        sampled = 0
+        while not self.phases.done and sampled < self.config.env_steps_per_iteration:
+            if self.phases.phase == EVALUATION:
+                self._evaluation_step()
+                if self.phases.evaluation_complete():
+                    self.phases.end_evaluation()
+            else:
+                sampled += self._improvement_step()
+                if self.phases.improvement_complete():
+                    self._end_improvement()
+
+    def _improvement_step(self) -> int:
+        """Sample <= rollout_fragment_length env steps, store them, update Q_theta."""
+        cfg = self.config
+        n = min(cfg.get_rollout_fragment_length(), self.phases.env_steps_left_in_phase())
+        episodes = self._sample(n)
+        transitions = episodes_to_transitions(episodes)
+        steps = len(transitions.get("rewards", ()))
+        self.local_replay_buffer.add(transitions)
+        self.phases.record_env_steps(steps)
+
+        if self.phases.env_steps >= cfg.num_steps_sampled_before_learning_starts:
+            self.counters["pending_update_env_steps"] += steps
+            num_updates = self.counters["pending_update_env_steps"] // cfg.env_steps_per_update
+            if num_updates:
+                self.counters["pending_update_env_steps"] -= num_updates * cfg.env_steps_per_update
+                self._update(DEFAULT_MODULE_ID, num_updates)
+                self.counters["theta_updates"] += num_updates
+                self.phases.record_updates(num_updates)
+                if (
+                    self.phases.env_steps - self.counters["last_theta_target_sync"]
+                    >= cfg.target_network_update_freq
+                ):
+                    self.learner_group.foreach_learner(
+                        lambda learner: learner.sync_target_network(DEFAULT_MODULE_ID)
+                    )
+                    self.counters["last_theta_target_sync"] = self.phases.env_steps
+                self.env_runner_group.sync_weights(
+                    from_worker_or_learner_group=self.learner_group,
+                    policies=[DEFAULT_MODULE_ID],
+                    inference_only=True,
+                )
+        return steps
+
+    def _end_improvement(self) -> None:
+        if self.config.kappa_variant == "vi" and self.config.kappa < 1.0:
+            # Algorithm 6, line 13: phi <- theta closes kappa-VI iteration i.
+            self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
+        self.phases.end_improvement()
+
+    def _evaluation_step(self) -> None:
+        """A chunk of Q_phi TD(0) updates, ending exactly at Q'_phi copies and the phase end."""
+        period = self._phi_target_period()
+        since_sync = self.counters["phi_updates"] - self.counters["phi_updates_at_last_target_sync"]
+        num_updates = min(self.phases.updates_left_in_phase(), period - since_sync)
+        self._update(PHI_MODULE_ID, num_updates)
+        self.counters["phi_updates"] += num_updates
+        self.phases.record_updates(num_updates)
+        if since_sync + num_updates >= period:
+            self.learner_group.foreach_learner(
+                lambda learner: learner.sync_target_network(PHI_MODULE_ID)
+            )
+            self.counters["phi_updates_at_last_target_sync"] = self.counters["phi_updates"]
+
+    def _phi_target_period(self) -> int:
+        """Q'_phi is copied after as many updates as Q'_theta gets between its copies."""
+        return max(1, self.config.target_network_update_freq // self.config.env_steps_per_update)
+
+    def _sample(self, num_steps: int):
+        group = self.env_runner_group
+        num_remote = group.num_remote_workers()
+        per_runner = math.ceil(num_steps / max(1, num_remote))
+        results = group.foreach_env_runner(
+            lambda er: (er.sample(num_timesteps=per_runner, explore=True), er.get_metrics()),
+            local_env_runner=num_remote == 0,
+        )
+        episodes = [ep for eps, _ in results for ep in eps]
+        self.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
+        return episodes
+
+    def _update(self, module_id: str, num_updates: int) -> None:
+        """`num_updates` gradient steps on `module_id`, one minibatch each, in one learner call."""
+        batch_size = self.config.total_train_batch_size
+        data = self.local_replay_buffer.sample(num_updates * batch_size)
+        batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=num_updates * batch_size)
+        results = self.learner_group.update(
+            batch=batch,
+            minibatch_size=batch_size,
+            num_epochs=1,
+            num_total_minibatches=num_updates,
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.env_steps},
+        )
+        self.metrics.aggregate(results, key=LEARNER_RESULTS)
+
+    # ----- results and checkpoints
+    def step(self):
+        result = super().step()
+        result["kappa"] = self.phases.report()
+        result["kappa"].update(theta_updates=self.counters["theta_updates"], phi_updates=self.counters["phi_updates"])
+        if self.phases.done:
+            result["done"] = True  # Tune stops the trial when the schedule is used up
+        return result
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state["kappa"] = {
+            "phases": self.phases.get_state(),
+            "counters": dict(self.counters),
+            "replay_buffer": (
+                self.local_replay_buffer.get_state() if self.config.checkpoint_replay_buffer else None
+            ),
+        }
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "kappa" in state:
+            kappa_state = state["kappa"]
+            self.phases = KappaPhaseMachine.from_state(kappa_state["phases"])
+            self.counters = dict(kappa_state["counters"])
+            if kappa_state["replay_buffer"] is not None:
+                self.local_replay_buffer.set_state(kappa_state["replay_buffer"])
+            self.env_runner_group.sync_weights(
+                from_worker_or_learner_group=self.learner_group,
+                policies=[DEFAULT_MODULE_ID],
+                inference_only=True,
+            )
+
+
+class KappaPIDQN(KappaDQN):
+    @classmethod
+    def get_default_config(cls):
+        return KappaPIDQNConfig()
+
+
+class KappaVIDQN(KappaDQN):
+    @classmethod
+    def get_default_config(cls):
+        return KappaVIDQNConfig()

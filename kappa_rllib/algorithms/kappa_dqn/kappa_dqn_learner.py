@@ -1,0 +1,45 @@
+"""Framework-agnostic part of the kappa-DQN learner: the networks and their copies.
+
+The learner holds a MultiRLModule with two Q-networks, each a DQN module with a target net:
+  * DEFAULT_MODULE_ID: Q_theta (and Q'_theta), which solves the surrogate MDP and acts;
+  * PHI_MODULE_ID: Q_phi (and Q'_phi), the evaluation network behind V_phi. It is
+    `learner_only`: it never leaves the learners, so EnvRunners only see Q_theta.
+Target copies and the kappa-VI copy theta -> phi are triggered by the algorithm (it owns the
+schedule and the counters, which are checkpointed with it) through `foreach_learner`.
+"""
+
+from __future__ import annotations
+
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.learner.learner import Learner
+from ray.rllib.core.learner.utils import update_target_network
+from ray.rllib.core.rl_module.apis import QNetAPI, TargetNetworkAPI
+
+PHI_MODULE_ID = "kappa_phi"
+
+
+class KappaDQNLearner(Learner):
+    def build(self) -> None:
+        super().build()
+        self.module.foreach_module(
+            lambda mid, mod: (
+                mod.make_target_networks() if isinstance(mod, TargetNetworkAPI) else None
+            )
+        )
+
+    def sync_target_network(self, module_id: str) -> None:
+        """Q' <- Q for one module (tau = 1 is the paper's hard copy)."""
+        tau = self.config.get_config_for_module(module_id).tau
+        for main_net, target_net in self.module[module_id].unwrapped().get_target_network_pairs():
+            update_target_network(main_net=main_net, target_net=target_net, tau=tau)
+
+    def copy_theta_to_phi(self) -> None:
+        """kappa-VI-DQN (Algorithm 6, line 13): phi <- theta at the end of an iteration."""
+        theta = self.module[DEFAULT_MODULE_ID].unwrapped().get_target_network_pairs()
+        phi = self.module[PHI_MODULE_ID].unwrapped().get_target_network_pairs()
+        for (theta_net, _), (phi_net, _) in zip(theta, phi):
+            phi_net.load_state_dict(theta_net.state_dict())
+
+    @classmethod
+    def rl_module_required_apis(cls) -> list[type]:
+        return [QNetAPI, TargetNetworkAPI]

@@ -1,0 +1,100 @@
+"""The kappa-DQN losses (paper, Appendix A, Algorithms 5 and 6), in torch.
+
+Why the shaping lives in the loss and not in a learner connector: the shaped reward needs
+V_phi(s') = Q_phi(s', .) and, for kappa-PI, argmax_a Q'_theta(s', a), i.e. the same forward
+pass over s' that the target needs anyway. Done here it costs one extra pass of Q_phi, uses
+the networks exactly as they are at this gradient step, and the replay buffer keeps raw rewards.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ray.rllib.algorithms.dqn.dqn_learner import (
+    QF_LOSS_KEY,
+    QF_MEAN_KEY,
+    QF_PREDS,
+    QF_TARGET_NEXT_PREDS,
+    TD_ERROR_MEAN_KEY,
+)
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID, KappaDQNLearner
+from kappa_rllib.shaping import shaped_reward, surrogate_td_target
+
+SHAPED_REWARD_MEAN_KEY = "shaped_reward_mean"
+V_PHI_MEAN_KEY = "v_phi_next_mean"
+
+
+def _gather(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if module_id == DEFAULT_MODULE_ID:
+            target, extra = self._improvement_target(config, batch, fwd_out)
+        elif module_id == PHI_MODULE_ID:
+            target, extra = self._evaluation_target(config, batch, fwd_out), {}
+        else:
+            raise ValueError(f"kappa-DQN has no module {module_id!r}")
+
+        q_selected = _gather(fwd_out[QF_PREDS], batch[Columns.ACTIONS])
+        loss_fn = nn.HuberLoss if config.td_error_loss_fn == "huber" else nn.MSELoss
+        loss = loss_fn()(q_selected, target.detach())
+        self.metrics.log_dict(
+            {
+                QF_LOSS_KEY: loss,
+                QF_MEAN_KEY: q_selected.mean(),
+                TD_ERROR_MEAN_KEY: (q_selected - target).abs().mean(),
+                **extra,
+            },
+            key=module_id,
+            window=1,
+        )
+        return loss
+
+    @torch.no_grad()
+    def _improvement_target(self, config, batch, fwd_out):
+        """Q_theta target: r(kappa, V_phi) + gamma kappa max_a Q'_theta(s', a) (Alg. 5/6, l. 9)."""
+        q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]  # Q'_theta(s', .)
+        rewards, terminateds = batch[Columns.REWARDS], batch[Columns.TERMINATEDS].float()
+        if config.kappa == 1.0:
+            # gamma (1 - kappa) = 0: no shaping term, and no need to evaluate V_phi.
+            v_phi_next = torch.zeros_like(rewards)
+        else:
+            v_phi_next = self.v_phi(config, batch[Columns.NEXT_OBS], q_target_next)
+        target = surrogate_td_target(
+            rewards,
+            v_phi_next,
+            q_target_next.max(dim=-1).values,
+            terminateds,
+            config.gamma,
+            config.kappa,
+        )
+        shaped = shaped_reward(rewards, v_phi_next, terminateds, config.gamma, config.kappa)
+        return target, {SHAPED_REWARD_MEAN_KEY: shaped.mean(), V_PHI_MEAN_KEY: v_phi_next.mean()}
+
+    def v_phi(self, config, next_obs, q_target_theta_next):
+        """V_phi(s'): kappa-PI: Q_phi(s', argmax_a Q'_theta(s', a)) (Alg. 5, line 10);
+        kappa-VI: max_a Q_phi(s', a) (Alg. 6, line 10)."""
+        q_phi_next = self.module[PHI_MODULE_ID].unwrapped().compute_q_values(
+            {Columns.OBS: next_obs}
+        )[QF_PREDS]
+        if config.kappa_variant == "pi":
+            return _gather(q_phi_next, q_target_theta_next.argmax(dim=-1))
+        return q_phi_next.max(dim=-1).values
+
+    @torch.no_grad()
+    def _evaluation_target(self, config, batch, fwd_out):
+        """Q_phi target, off-policy TD(0) for pi_i = argmax_a Q'_theta (Alg. 5, line 16):
+        r + gamma Q'_phi(s', pi_i(s'))."""
+        theta = self.module[DEFAULT_MODULE_ID].unwrapped()
+        q_target_theta_next = theta.forward_target({Columns.OBS: batch[Columns.NEXT_OBS]})[QF_PREDS]
+        pi_next = q_target_theta_next.argmax(dim=-1)
+        q_target_phi_next = _gather(fwd_out[QF_TARGET_NEXT_PREDS], pi_next)
+        terminateds = batch[Columns.TERMINATEDS].float()
+        return batch[Columns.REWARDS] + config.gamma * (1.0 - terminateds) * q_target_phi_next

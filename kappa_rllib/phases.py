@@ -1,0 +1,110 @@
+"""The kappa phase machine: which kappa-iteration and phase an algorithm is in.
+
+One kappa-iteration i = 0..N_kappa-1 (paper, Algorithms 5-8) is
+  * an *improvement* phase of T_kappa env steps that solves the surrogate MDP
+    M_{gamma kappa}(V_phi) (DQN or TRPO on the shaped reward), then
+  * for kappa-PI-DQN only, an *evaluation* phase of off-policy TD(0) gradient steps on the
+    replay buffer (as many as the improvement phase made), with no env steps.
+After the last iteration the machine is `done`. Its whole state is a small dict that the
+algorithm checkpoints, so a restored run resumes at the same iteration, phase and step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from kappa_rllib.schedule import iteration_end, samples_per_iteration
+
+IMPROVEMENT = "improvement"
+EVALUATION = "evaluation"
+DONE = "done"
+
+
+@dataclass
+class KappaPhaseMachine:
+    total_env_steps: int
+    num_iterations: int
+    with_evaluation_phase: bool
+    iteration: int = 0
+    phase: str = IMPROVEMENT
+    env_steps: int = 0  # env steps counted by the schedule, all iterations
+    phase_env_steps: int = 0  # env steps in the current improvement phase
+    phase_updates: int = 0  # gradient updates in the current phase
+    improvement_updates: int = 0  # updates the last improvement phase made (evaluation budget)
+
+    def __post_init__(self):
+        samples_per_iteration(self.total_env_steps, self.num_iterations)  # validates both
+
+    @property
+    def done(self) -> bool:
+        return self.phase == DONE
+
+    def env_steps_left_in_phase(self) -> int:
+        """Env steps until the current improvement phase ends (0 outside that phase)."""
+        if self.phase != IMPROVEMENT:
+            return 0
+        end = iteration_end(self.iteration, self.total_env_steps, self.num_iterations)
+        return max(0, end - self.env_steps)
+
+    def updates_left_in_phase(self) -> int:
+        """Evaluation-phase gradient steps still to do (0 outside that phase)."""
+        if self.phase != EVALUATION:
+            return 0
+        return max(0, self.improvement_updates - self.phase_updates)
+
+    def record_env_steps(self, n: int) -> None:
+        self.env_steps += n
+        self.phase_env_steps += n
+
+    def record_updates(self, n: int) -> None:
+        self.phase_updates += n
+
+    def improvement_complete(self) -> bool:
+        return self.phase == IMPROVEMENT and self.env_steps_left_in_phase() == 0
+
+    def evaluation_complete(self) -> bool:
+        return self.phase == EVALUATION and self.updates_left_in_phase() == 0
+
+    def end_improvement(self) -> None:
+        """Leave the improvement phase: to evaluation (kappa-PI) or the next iteration."""
+        assert self.improvement_complete()
+        self.improvement_updates = self.phase_updates
+        last = self.iteration == self.num_iterations - 1
+        if self.with_evaluation_phase and self.improvement_updates > 0 and not last:
+            self._enter(EVALUATION)
+        else:
+            self._next_iteration()
+
+    def end_evaluation(self) -> None:
+        assert self.evaluation_complete()
+        self._next_iteration()
+
+    def _next_iteration(self) -> None:
+        self.iteration += 1
+        self._enter(IMPROVEMENT if self.iteration < self.num_iterations else DONE)
+
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+        self.phase_env_steps = 0
+        self.phase_updates = 0
+
+    def report(self) -> dict:
+        """The `kappa/...` entries of a training result."""
+        return {
+            "iteration": self.iteration,
+            "num_iterations": self.num_iterations,
+            "phase": self.phase,
+            "phase_env_steps": self.phase_env_steps,
+            "phase_updates": self.phase_updates,
+            "env_steps": self.env_steps,
+            "env_steps_per_iteration": samples_per_iteration(
+                self.total_env_steps, self.num_iterations
+            ),
+        }
+
+    def get_state(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict) -> "KappaPhaseMachine":
+        return cls(**state)
