@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium.spaces import Discrete
 
 from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.dqn.dqn import DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -111,7 +112,7 @@ class KappaDQNConfig(DQNConfig):
                 setattr(self, name, value)
         return self
 
-    def environment(self, env=None, **kwargs):
+    def environment(self, env=NotProvided, **kwargs):
         """As RLlib's, but `ALE/...` ids get the paper's Atari preprocessing (see `envs`)."""
         if isinstance(env, str):
             env = envs.rllib_env_name(env)
@@ -132,13 +133,8 @@ class KappaDQNConfig(DQNConfig):
         return KappaDQNTorchLearner
 
     def validate(self) -> None:
+        """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
         super().validate()
-        try:
-            self._validate_kappa_settings()
-        except ValueError as e:
-            self._value_error(str(e))
-
-    def _validate_kappa_settings(self) -> None:
         validate_kappa(self.kappa)
         validate_c_fa(self.c_fa)
         validate_gamma(self.gamma)

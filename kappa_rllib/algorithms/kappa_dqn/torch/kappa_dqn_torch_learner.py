@@ -36,9 +36,9 @@ def _gather(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
 class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if module_id == DEFAULT_MODULE_ID:
-            target, extra = self._improvement_target(config, batch, fwd_out)
+            target, extra = self.improvement_target(config, batch, fwd_out)
         elif module_id == PHI_MODULE_ID:
-            target, extra = self._evaluation_target(config, batch, fwd_out), {}
+            target, extra = self.evaluation_target(config, batch, fwd_out), {}
         else:
             raise ValueError(f"kappa-DQN has no module {module_id!r}")
 
@@ -58,7 +58,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         return loss
 
     @torch.no_grad()
-    def _improvement_target(self, config, batch, fwd_out):
+    def improvement_target(self, config, batch, fwd_out):
         """Q_theta target: r(kappa, V_phi) + gamma kappa max_a Q'_theta(s', a) (Alg. 5/6, l. 9)."""
         q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]  # Q'_theta(s', .)
         rewards, terminateds = batch[Columns.REWARDS], batch[Columns.TERMINATEDS].float()
@@ -89,7 +89,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         return q_phi_next.max(dim=-1).values
 
     @torch.no_grad()
-    def _evaluation_target(self, config, batch, fwd_out):
+    def evaluation_target(self, config, batch, fwd_out):
         """Q_phi target, off-policy TD(0) for pi_i = argmax_a Q'_theta (Alg. 5, line 16):
         r + gamma Q'_phi(s', pi_i(s'))."""
         theta = self.module[DEFAULT_MODULE_ID].unwrapped()

@@ -1,0 +1,261 @@
+"""`kappa-rllib`: an RLlib-style command line (RLlib 2.60 ships none).
+
+    kappa-rllib train --algo kappa-pi-dqn --env CartPole-v1 --kappa 0.84 --c-fa 0.05 \
+        --total-steps 50000 --seed 0
+    kappa-rllib compare --algos kappa-pi-dqn,dqn --env CartPole-v1 --total-steps 50000
+
+Runs on an embedded local Ray unless `--address` is given, prints one progress line per
+training iteration, and writes `progress.csv`, `result.json` (one JSON result per line) and a
+final checkpoint to the output folder it prints. Bad arguments or settings: one line on
+stderr and exit code 2, before Ray starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A bad argument or setting: reported as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + error; we print one line
+        raise UsageError(message)
+
+
+def _probability(name):
+    def parse(text):
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} must be a number, got {text!r}") from None
+
+    return parse
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _add_run_arguments(p):
+    p.add_argument("--env", required=True, help="gymnasium id, e.g. CartPole-v1 or ALE/Breakout-v5")
+    p.add_argument("--kappa", type=_probability("kappa"), default=0.84, help="kappa in [0, 1] (dqn: forced to 1)")
+    p.add_argument("--c-fa", type=_probability("c-fa"), default=0.05, help="C_FA in (0, 1): sets N_kappa")
+    p.add_argument("--total-steps", type=_positive_int, default=50_000, help="T, total env steps")
+    p.add_argument("--naive-schedule", action="store_true", help="N_kappa = T (paper's naive baseline)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--config", help="YAML preset (sections training/rl_module/env_runners); "
+                   "default: the packaged preset for the env, if any")
+    p.add_argument("--gamma", type=_probability("gamma"), default=None)
+    p.add_argument("--num-env-runners", type=int, default=0, help="remote EnvRunners (0: sample in the driver)")
+    p.add_argument("--address", default=None, help="Ray cluster address (ray://host:10001 or host:6379); "
+                   "default: start an embedded local Ray")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
+    p.add_argument("--output", default="results", help="parent folder of the run folder")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads in the driver (1 is fastest for small nets on few cores)")
+
+
+def build_parser():
+    parser = _Parser(prog="kappa-rllib", description="Multi-step greedy RL on Ray RLlib")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    train = sub.add_parser("train", help="train one algorithm")
+    train.add_argument("--algo", required=True, choices=ALGORITHMS)
+    _add_run_arguments(train)
+    compare = sub.add_parser("compare", help="train several algorithms one after another, print a table")
+    compare.add_argument("--algos", default="kappa-pi-dqn,dqn",
+                         help=f"comma-separated, from {', '.join(ALGORITHMS)}")
+    _add_run_arguments(compare)
+    return parser
+
+
+def make_config(algo: str, args):
+    """The validated AlgorithmConfig for one run; raises UsageError on bad settings."""
+    from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig, envs, presets
+
+    if algo not in ALGORITHMS:
+        raise UsageError(f"unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}")
+    try:
+        envs.check_env_id(args.env)
+    except ValueError as e:
+        raise UsageError(f"--env: {e}") from None
+    config = (KappaVIDQNConfig if algo == "kappa-vi-dqn" else KappaPIDQNConfig)()
+    preset_path = args.config or presets.preset_for(args.env)
+    try:
+        if preset_path:
+            presets.apply(config, presets.load(preset_path))
+        kappa = 1.0 if algo == "dqn" else args.kappa
+        config.environment(args.env)
+        config.training(kappa=kappa, c_fa=args.c_fa, total_env_steps=args.total_steps,
+                        naive_schedule=args.naive_schedule)
+        if args.gamma is not None:
+            config.training(gamma=args.gamma)
+        config.env_runners(num_env_runners=args.num_env_runners)
+        config.debugging(seed=args.seed)
+        config.validate()
+    except (ValueError, TypeError, OSError) as e:
+        raise UsageError(_one_line(e)) from None
+    return config, preset_path
+
+
+def _one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+def _run_dir(parent: str, algo: str, args) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kappa = 1.0 if algo == "dqn" else args.kappa
+    name = f"{algo}_{args.env.replace('/', '-')}_k{kappa}_c{args.c_fa}_s{args.seed}_{stamp}"
+    path = Path(parent) / name
+    path.mkdir(parents=True, exist_ok=False)
+    return path
+
+
+PROGRESS_COLUMNS = [
+    "training_iteration", "env_steps", "episode_return_mean", "kappa_iteration",
+    "kappa_num_iterations", "kappa_phase", "env_steps_per_s", "time_total_s",
+]
+
+
+def _row(result, started) -> dict:
+    kappa, runners = result["kappa"], result.get("env_runners", {})
+    elapsed = time.time() - started
+    return {
+        "training_iteration": result["training_iteration"],
+        "env_steps": kappa["env_steps"],
+        "episode_return_mean": runners.get("episode_return_mean", float("nan")),
+        "kappa_iteration": kappa["iteration"],
+        "kappa_num_iterations": kappa["num_iterations"],
+        "kappa_phase": kappa["phase"],
+        "env_steps_per_s": kappa["env_steps"] / elapsed if elapsed > 0 else float("nan"),
+        "time_total_s": elapsed,
+    }
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    try:
+        return float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+
+
+def run_one(algo: str, config, out_dir: Path, log=print) -> dict:
+    """Trains to the end of the kappa schedule; returns a summary dict."""
+    algorithm = config.build_algo()
+    started = time.time()
+    returns = []
+    try:
+        with open(out_dir / "progress.csv", "w", newline="") as f_csv, open(out_dir / "result.json", "w") as f_json:
+            writer = csv.DictWriter(f_csv, fieldnames=PROGRESS_COLUMNS)
+            writer.writeheader()
+            while True:
+                result = algorithm.train()
+                row = _row(result, started)
+                writer.writerow(row)
+                f_csv.flush()
+                f_json.write(json.dumps(_jsonable(result)) + "\n")
+                if not math.isnan(row["episode_return_mean"]):
+                    returns.append(row["episode_return_mean"])
+                log(
+                    f"[{algo}] steps {row['env_steps']:>8d}/{config.total_env_steps}  "
+                    f"return {row['episode_return_mean']:8.1f}  "
+                    f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} "
+                    f"({row['kappa_phase']})  {row['env_steps_per_s']:6.0f} steps/s"
+                )
+                if result.get("done"):
+                    break
+        checkpoint = algorithm.save_to_path(str((out_dir / "checkpoint").resolve()))
+    finally:
+        algorithm.stop()
+    return {
+        "algo": algo,
+        "kappa": config.kappa,
+        "num_iterations": config.num_kappa_iterations,
+        "env_steps": row["env_steps"],
+        "final_return": returns[-1] if returns else float("nan"),
+        "best_return": max(returns) if returns else float("nan"),
+        "env_steps_per_s": row["env_steps_per_s"],
+        "wall_s": row["time_total_s"],
+        "output": str(out_dir),
+        "checkpoint": checkpoint,
+    }
+
+
+def _init_ray(args):
+    import ray
+
+    if args.address:
+        ray.init(address=args.address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+
+
+def _summary_table(summaries) -> str:
+    header = f"{'algo':<14}{'kappa':>7}{'N_kappa':>9}{'env steps':>11}{'final return':>14}{'best return':>13}{'steps/s':>9}"
+    lines = [header, "-" * len(header)]
+    for s in summaries:
+        lines.append(
+            f"{s['algo']:<14}{s['kappa']:>7.2f}{s['num_iterations']:>9d}{s['env_steps']:>11d}"
+            f"{s['final_return']:>14.1f}{s['best_return']:>13.1f}{s['env_steps_per_s']:>9.0f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    # RLlib warns on every validate() that the new API stack is in use; that is our design.
+    logging.getLogger("ray.rllib.algorithms.algorithm_config").setLevel(logging.ERROR)
+    try:
+        args = build_parser().parse_args(argv)
+        algos = [args.algo] if args.command == "train" else [a.strip() for a in args.algos.split(",") if a.strip()]
+        if not algos:
+            raise UsageError("--algos is empty")
+        configs = [(algo, *make_config(algo, args)) for algo in algos]  # all checked before Ray starts
+    except UsageError as e:
+        print(f"kappa-rllib: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    _init_ray(args)
+    summaries = []
+    for algo, config, preset_path in configs:
+        out_dir = _run_dir(args.output, algo, args)
+        print(f"[{algo}] env {args.env}, kappa {config.kappa}, C_FA {config.c_fa}, "
+              f"N_kappa {config.num_kappa_iterations}, T {config.total_env_steps}, "
+              f"preset {preset_path or 'none (algorithm defaults)'}")
+        print(f"[{algo}] writing to {out_dir.resolve()}")
+        summary = run_one(algo, config, out_dir)
+        summaries.append(summary)
+        print(f"[{algo}] done: final return {summary['final_return']:.1f}, checkpoint {summary['checkpoint']}")
+    if len(summaries) > 1:
+        print()
+        print(_summary_table(summaries))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

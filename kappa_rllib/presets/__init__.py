@@ -1,0 +1,38 @@
+"""Committed per-environment settings, applied on top of an algorithm's defaults.
+
+A preset is a YAML file with optional sections `training`, `rl_module`, `env_runners`, each
+passed as keyword arguments to the config method of that name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+PRESET_DIR = Path(__file__).parent
+
+
+def preset_for(env_id: str) -> Path | None:
+    if env_id.startswith("ALE/"):
+        return PRESET_DIR / "atari.yaml"
+    if env_id.startswith("CartPole-"):
+        return PRESET_DIR / "cartpole.yaml"
+    return None
+
+
+def load(path) -> dict:
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    unknown = set(data) - {"training", "rl_module", "env_runners"}
+    if unknown:
+        raise ValueError(f"{path}: unknown section(s) {sorted(unknown)}")
+    return data
+
+
+def apply(config, preset: dict):
+    """Applies a loaded preset to an AlgorithmConfig; returns the config."""
+    for section in ("training", "rl_module", "env_runners"):
+        if preset.get(section):
+            getattr(config, section)(**preset[section])
+    return config

@@ -1,0 +1,110 @@
+"""Short kappa-DQN runs on the embedded Ray: schedule reporting, phi updates, checkpoints, Tune."""
+
+import numpy as np
+import pytest
+import torch
+
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
+from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
+from kappa_rllib.schedule import iteration_end, num_iterations
+
+KAPPA, C_FA, T, PER_ITER = 0.9, 0.3, 2600, 400
+
+
+def short_config(config_cls):
+    return (
+        config_cls()
+        .environment("CartPole-v1")
+        .training(
+            kappa=KAPPA, c_fa=C_FA, total_env_steps=T, env_steps_per_iteration=PER_ITER,
+            num_steps_sampled_before_learning_starts=200, target_network_update_freq=100,
+            epsilon=[(0, 1.0), (1000, 0.1)], replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 5000},
+        )
+        .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
+        .env_runners(rollout_fragment_length=8)
+        .debugging(seed=0)
+    )
+
+
+def expected_iteration(env_steps, n, phase):
+    finished = sum(iteration_end(i, T, n) <= env_steps for i in range(n))
+    return finished - (1 if phase == "evaluation" else 0)
+
+
+def module_weights(algo, module_id):
+    state = algo.learner_group.get_weights(module_ids=[module_id])[module_id]
+    return {k: np.asarray(v) for k, v in state.items() if not k.startswith("_target")}
+
+
+@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
+def test_schedule_is_reported_and_followed(ray_local, config_cls):
+    n = num_iterations(KAPPA, C_FA, 0.99)
+    assert n == 13
+    algo = short_config(config_cls).build_algo()
+    results = []
+    while not results or not results[-1].get("done"):
+        results.append(algo.train())
+    kappa = [r["kappa"] for r in results]
+    assert all(k["num_iterations"] == n for k in kappa)
+    assert [k["env_steps"] for k in kappa] == [400, 800, 1200, 1600, 2000, 2400, 2600]
+    for k in kappa[:-1]:
+        assert k["iteration"] == expected_iteration(k["env_steps"], n, k["phase"])
+    assert kappa[-1]["iteration"] == n and kappa[-1]["phase"] == "done"
+    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == T
+
+    theta, phi = module_weights(algo, DEFAULT_MODULE_ID), module_weights(algo, PHI_MODULE_ID)
+    same = all(np.array_equal(theta[k], phi[k]) for k in theta)
+    if config_cls is KappaVIDQNConfig:
+        # kappa-VI: no evaluation updates; phi <- theta closed the last iteration
+        assert kappa[-1]["phi_updates"] == 0 and same
+    else:
+        # kappa-PI: phi trained by TD(0), as many updates as theta got in iterations 0..N-2
+        assert 0 < kappa[-1]["phi_updates"] < kappa[-1]["theta_updates"] and not same
+    with pytest.raises(RuntimeError, match="kappa schedule is complete"):
+        algo.train()
+    algo.stop()
+
+
+def test_checkpoint_restores_kappa_state_and_replay(ray_local, tmp_path):
+    algo = short_config(KappaPIDQNConfig).build_algo()
+    for _ in range(2):
+        algo.train()
+    assert set(algo.get_state()["kappa"]) == {"phases", "counters", "replay_buffer"}
+    path = algo.save_to_path(str(tmp_path / "ckpt"))
+    restored = KappaPIDQN.from_checkpoint(path)
+    assert restored.phases == algo.phases
+    assert restored.counters == algo.counters
+    buf, rbuf = algo.local_replay_buffer.get_state(), restored.local_replay_buffer.get_state()
+    assert buf["size"] == rbuf["size"] == 800
+    for key in buf["arrays"]:
+        np.testing.assert_array_equal(buf["arrays"][key], rbuf["arrays"][key])
+    for mid in (DEFAULT_MODULE_ID, PHI_MODULE_ID):
+        a, b = module_weights(algo, mid), module_weights(restored, mid)
+        assert all(np.array_equal(a[k], b[k]) for k in a)
+    result = restored.train()
+    assert result["kappa"]["env_steps"] == 1200
+    algo.stop()
+    restored.stop()
+
+
+def test_registered_with_tune_and_result_keys_exist(ray_local, tmp_path):
+    from ray import tune
+
+    config = short_config(KappaVIDQNConfig).training(total_env_steps=800)
+    tuner = tune.Tuner(
+        "KappaVIDQN",
+        param_space=config,
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    results = tuner.fit()
+    assert not results.errors
+    df = results.get_dataframe()
+    # the trial stopped by itself ("done") at the end of the schedule: 800 steps, 2 iterations
+    row = df.iloc[-1]
+    assert row["kappa/env_steps"] == 800
+    assert row["kappa/num_iterations"] == 13
+    assert row["env_runners/num_env_steps_sampled_lifetime"] == 800
+    assert "env_runners/episode_return_mean" in df.columns
+    assert row["kappa/phase"] == "done" and row["training_iteration"] == 2

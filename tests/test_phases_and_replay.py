@@ -1,0 +1,82 @@
+import numpy as np
+import pytest
+
+from kappa_rllib.phases import DONE, EVALUATION, IMPROVEMENT, KappaPhaseMachine
+from kappa_rllib.replay import UniformReplayBuffer
+from kappa_rllib.shaping import shaped_reward, surrogate_td_target
+
+
+def run_machine(machine, steps_per_call=3, updates_per_step=1):
+    """Drives the machine like the algorithm does; returns the (iteration, phase) trace."""
+    trace = []
+    while not machine.done:
+        trace.append((machine.iteration, machine.phase))
+        if machine.phase == EVALUATION:
+            machine.record_updates(min(2, machine.updates_left_in_phase()))
+            if machine.evaluation_complete():
+                machine.end_evaluation()
+        else:
+            n = min(steps_per_call, machine.env_steps_left_in_phase())
+            machine.record_env_steps(n)
+            machine.record_updates(updates_per_step)
+            if machine.improvement_complete():
+                machine.end_improvement()
+    return trace
+
+
+def test_pi_machine_walks_the_schedule():
+    m = KappaPhaseMachine(total_env_steps=20, num_iterations=3, with_evaluation_phase=True)
+    trace = run_machine(m)
+    # improvement phases of 7, 7, 6 env steps (remainder to the first), evaluation after
+    # all but the last iteration
+    phases = [p for i, p in dict.fromkeys(trace)]
+    assert phases == [IMPROVEMENT, EVALUATION, IMPROVEMENT, EVALUATION, IMPROVEMENT]
+    assert m.env_steps == 20 and m.iteration == 3 and m.phase == DONE
+
+
+def test_evaluation_gets_as_many_updates_as_improvement():
+    m = KappaPhaseMachine(total_env_steps=10, num_iterations=2, with_evaluation_phase=True)
+    for _ in range(5):
+        m.record_env_steps(1)
+        m.record_updates(3)
+    assert m.improvement_complete()
+    m.end_improvement()
+    assert m.phase == EVALUATION and m.updates_left_in_phase() == 15
+
+
+def test_vi_machine_has_no_evaluation_and_round_trips_state():
+    m = KappaPhaseMachine(total_env_steps=9, num_iterations=3, with_evaluation_phase=False)
+    m.record_env_steps(4)
+    restored = KappaPhaseMachine.from_state(m.get_state())
+    assert restored == m
+    assert EVALUATION not in {p for _, p in run_machine(restored)}
+    assert restored.iteration == 3
+
+
+def test_machine_refuses_more_iterations_than_steps():
+    with pytest.raises(ValueError, match="smaller than N_kappa"):
+        KappaPhaseMachine(total_env_steps=2, num_iterations=3, with_evaluation_phase=False)
+
+
+def test_shaping_closed_form():
+    r, v, d = np.array([1.0, 0.5, -1.0]), np.array([10.0, 2.0, 4.0]), np.array([0.0, 0.0, 1.0])
+    gamma, kappa = 0.99, 0.6
+    np.testing.assert_allclose(shaped_reward(r, v, d, gamma, kappa), [1 + 0.396 * 10, 0.5 + 0.396 * 2, -1.0])
+    boot = np.array([3.0, 1.0, 7.0])
+    np.testing.assert_allclose(
+        surrogate_td_target(r, v, boot, d, gamma, kappa),
+        [1 + 0.396 * 10 + 0.594 * 3, 0.5 + 0.396 * 2 + 0.594 * 1, -1.0],
+    )
+
+
+def test_replay_buffer_wraps_samples_and_restores():
+    buf = UniformReplayBuffer(capacity=5, seed=0)
+    for start in (0, 3):
+        buf.add({"obs": np.arange(start, start + 3, dtype=np.float32)[:, None],
+                 "rewards": np.arange(start, start + 3, dtype=np.float32)})
+    assert len(buf) == 5
+    assert sorted(buf.get_state()["arrays"]["rewards"].tolist()) == [1, 2, 3, 4, 5]  # 0 overwritten
+    clone = UniformReplayBuffer(capacity=5)
+    clone.set_state(buf.get_state())
+    np.testing.assert_array_equal(clone.sample(64)["rewards"], buf.sample(64)["rewards"])
+    assert set(buf.sample(200)["rewards"].tolist()) == {1, 2, 3, 4, 5}
