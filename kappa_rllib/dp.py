@@ -35,11 +35,16 @@ def _check_mdp(P: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def evaluate_policy(P, R, discount: float, policy) -> np.ndarray:
-    """V^pi = (I - discount P_pi)^-1 R_pi for a deterministic policy (array of actions)."""
+    """V^pi = (I - discount P_pi)^-1 R_pi.
+
+    `policy` is deterministic (an array of actions, shape (S,)) or stochastic (action
+    probabilities, shape (S, A)).
+    """
     P, R = _check_mdp(P, R)
-    states = np.arange(P.shape[0])
-    policy = np.asarray(policy, dtype=np.int64)
-    P_pi, R_pi = P[states, policy], R[states, policy]
+    policy = np.asarray(policy)
+    if policy.ndim == 1:
+        policy = np.eye(P.shape[1])[policy.astype(np.int64)]
+    P_pi, R_pi = np.einsum("sa,sat->st", policy, P), (policy * R).sum(axis=1)
     return np.linalg.solve(np.eye(P.shape[0]) - discount * P_pi, R_pi)
 
 

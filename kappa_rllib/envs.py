@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import functools
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -60,13 +60,19 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
     return gym.make(env_id, **env_config)
 
 
-@functools.lru_cache(maxsize=64)
-def action_space_of(env_id: str, frozen_config: tuple = ()) -> gym.Space:
-    env = make_env(env_id, dict(frozen_config))
-    try:
-        return env.action_space
-    finally:
-        env.close()
+_ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}
+
+
+def action_space_of(env_id: str, env_config: dict | None = None) -> gym.Space:
+    """The env's action space (made once per id and config, then cached)."""
+    key = (env_id, json.dumps(dict(env_config or {}), sort_keys=True, default=repr))
+    if key not in _ACTION_SPACES:
+        env = make_env(env_id, env_config)
+        try:
+            _ACTION_SPACES[key] = env.action_space
+        finally:
+            env.close()
+    return _ACTION_SPACES[key]
 
 
 def rllib_env_name(env_id: str) -> str:

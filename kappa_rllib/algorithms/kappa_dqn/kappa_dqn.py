@@ -172,27 +172,12 @@ class KappaDQNConfig(DQNConfig):
             )
         if isinstance(self.env, str):
             envs.check_env_id(self.env)
-            space = envs.action_space_of(self.env, _freeze(self.env_config))
+            space = envs.action_space_of(self.env, self.env_config)
             if not isinstance(space, Discrete):
                 raise ValueError(
                     f"env {self.env!r} has a {type(space).__name__} action space: kappa-DQN needs "
                     "discrete actions (use kappa-PI-TRPO / kappa-VI-TRPO)"
                 )
-
-
-def _freeze(cfg) -> tuple:
-    try:
-        return tuple(sorted((k, v) for k, v in dict(cfg or {}).items() if _hashable(v)))
-    except TypeError:
-        return ()
-
-
-def _hashable(v) -> bool:
-    try:
-        hash(v)
-        return True
-    except TypeError:
-        return False
 
 
 class KappaPIDQNConfig(KappaDQNConfig):
