@@ -210,7 +210,7 @@ def _init_ray(args):
     if args.address:
         ray.init(address=args.address, log_to_driver=False)
     else:
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
 
 
 def _summary_table(summaries) -> str:

@@ -15,6 +15,6 @@ def ray_local():
     """An embedded Ray with 2 CPUs for one test module, shut down afterwards."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

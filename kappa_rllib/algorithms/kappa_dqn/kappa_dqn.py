@@ -232,14 +232,14 @@ class KappaDQN(Algorithm):
                 if self.phases.evaluation_complete():
                     self.phases.end_evaluation()
             else:
-                sampled += self._improvement_step()
+                sampled += self._improvement_step(self.config.env_steps_per_iteration - sampled)
                 if self.phases.improvement_complete():
                     self._end_improvement()
 
-    def _improvement_step(self) -> int:
+    def _improvement_step(self, max_steps: int) -> int:
         """Sample <= rollout_fragment_length env steps, store them, update Q_theta."""
         cfg = self.config
-        n = min(cfg.get_rollout_fragment_length(), self.phases.env_steps_left_in_phase())
+        n = min(cfg.get_rollout_fragment_length(), self.phases.env_steps_left_in_phase(), max_steps)
         episodes = self._sample(n)
         transitions = episodes_to_transitions(episodes)
         steps = len(transitions.get("rewards", ()))
