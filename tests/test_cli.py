@@ -1,0 +1,51 @@
+"""The command line: one-line errors with exit code 2 before Ray starts, and a real short run."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--kappa", "1.5"], "kappa must lie in [0, 1]"),
+        (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--c-fa", "1"], "c_fa must lie in the open interval"),
+        (["train", "--algo", "kappa-vi-dqn", "--env", "NoSuchEnv-v0"], "unknown env id 'NoSuchEnv-v0'"),
+        (["train", "--algo", "kappa-pi-dqn", "--env", "Pendulum-v1"], "needs discrete actions"),
+        (["train", "--algo", "ppo", "--env", "CartPole-v1"], "invalid choice: 'ppo'"),
+        (["train", "--algo", "dqn", "--env", "CartPole-v1", "--total-steps", "0"], "positive integer"),
+        (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--kappa", "0.5", "--c-fa", "0.001",
+          "--total-steps", "100"], "total_env_steps=100 < N_kappa=346"),
+        (["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "/no/such.yaml"], "No such file"),
+        (["compare", "--algos", "kappa-pi-dqn,sarsa", "--env", "CartPole-v1"], "unknown --algo 'sarsa'"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(args, message):
+    proc = subprocess.run(CLI + args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kappa-rllib: error: ") and message in lines[0]
+
+
+def test_train_writes_progress_results_and_checkpoint(tmp_path):
+    proc = subprocess.run(
+        CLI + ["train", "--algo", "kappa-vi-dqn", "--env", "CartPole-v1", "--kappa", "0.9", "--c-fa", "0.3",
+               "--total-steps", "5000", "--seed", "1", "--num-cpus", "2", "--output", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "N_kappa 13" in proc.stdout and "kappa-iter 13/13 (done)" in proc.stdout
+    (run_dir,) = list(tmp_path.iterdir())
+    rows = list(csv.DictReader(open(run_dir / "progress.csv")))
+    assert [int(r["env_steps"]) for r in rows] == [2500, 5000]
+    results = [json.loads(line) for line in open(run_dir / "result.json")]
+    assert results[-1]["kappa"]["phase"] == "done" and results[-1]["done"] is True
+    assert (run_dir / "checkpoint" / "learner_group").is_dir()
+    assert str(run_dir.resolve()) in proc.stdout

@@ -1,0 +1,33 @@
+"""One Ray version everywhere: pyproject pin, docker image, cluster manifest."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import ray
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pinned_ray_version() -> str:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (pin,) = [d for d in deps if d.startswith("ray[")]
+    match = re.fullmatch(r"ray\[rllib\]==([\d.]+)", pin)
+    assert match, f"ray must be pinned exactly, got {pin!r}"
+    return match.group(1)
+
+
+def test_installed_ray_matches_the_pin():
+    assert ray.__version__ == pinned_ray_version()
+
+
+def test_dockerfile_uses_the_pinned_ray_image():
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert f"ARG RAY_VERSION={pinned_ray_version()}" in text
+    assert "FROM rayproject/ray:${RAY_VERSION}-py311-cpu" in text
+
+
+def test_cluster_manifest_uses_the_pinned_ray():
+    manifest = yaml.safe_load((ROOT / "cluster" / "ray-cluster.yaml").read_text())
+    assert manifest["spec"]["rayVersion"] == pinned_ray_version()
