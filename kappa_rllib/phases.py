@@ -22,29 +22,30 @@ DONE = "done"
 
 @dataclass
 class KappaPhaseMachine:
-    total_env_steps: int
+    total_steps: int  # T, in `unit`s: env steps (kappa-DQN) or sample batches (kappa-TRPO)
     num_iterations: int
     with_evaluation_phase: bool
+    unit: str = "env_steps"
     iteration: int = 0
     phase: str = IMPROVEMENT
-    env_steps: int = 0  # env steps counted by the schedule, all iterations
-    phase_env_steps: int = 0  # env steps in the current improvement phase
+    steps: int = 0  # units done, all iterations
+    phase_steps: int = 0  # units done in the current improvement phase
     phase_updates: int = 0  # gradient updates in the current phase
     improvement_updates: int = 0  # updates the last improvement phase made (evaluation budget)
 
     def __post_init__(self):
-        samples_per_iteration(self.total_env_steps, self.num_iterations)  # validates both
+        samples_per_iteration(self.total_steps, self.num_iterations)  # validates both
 
     @property
     def done(self) -> bool:
         return self.phase == DONE
 
-    def env_steps_left_in_phase(self) -> int:
-        """Env steps until the current improvement phase ends (0 outside that phase)."""
+    def steps_left_in_phase(self) -> int:
+        """Units until the current improvement phase ends (0 outside that phase)."""
         if self.phase != IMPROVEMENT:
             return 0
-        end = iteration_end(self.iteration, self.total_env_steps, self.num_iterations)
-        return max(0, end - self.env_steps)
+        end = iteration_end(self.iteration, self.total_steps, self.num_iterations)
+        return max(0, end - self.steps)
 
     def updates_left_in_phase(self) -> int:
         """Evaluation-phase gradient steps still to do (0 outside that phase)."""
@@ -52,15 +53,15 @@ class KappaPhaseMachine:
             return 0
         return max(0, self.improvement_updates - self.phase_updates)
 
-    def record_env_steps(self, n: int) -> None:
-        self.env_steps += n
-        self.phase_env_steps += n
+    def record_steps(self, n: int) -> None:
+        self.steps += n
+        self.phase_steps += n
 
     def record_updates(self, n: int) -> None:
         self.phase_updates += n
 
     def improvement_complete(self) -> bool:
-        return self.phase == IMPROVEMENT and self.env_steps_left_in_phase() == 0
+        return self.phase == IMPROVEMENT and self.steps_left_in_phase() == 0
 
     def evaluation_complete(self) -> bool:
         return self.phase == EVALUATION and self.updates_left_in_phase() == 0
@@ -85,7 +86,7 @@ class KappaPhaseMachine:
 
     def _enter(self, phase: str) -> None:
         self.phase = phase
-        self.phase_env_steps = 0
+        self.phase_steps = 0
         self.phase_updates = 0
 
     def report(self) -> dict:
@@ -94,12 +95,10 @@ class KappaPhaseMachine:
             "iteration": self.iteration,
             "num_iterations": self.num_iterations,
             "phase": self.phase,
-            "phase_env_steps": self.phase_env_steps,
+            f"phase_{self.unit}": self.phase_steps,
             "phase_updates": self.phase_updates,
-            "env_steps": self.env_steps,
-            "env_steps_per_iteration": samples_per_iteration(
-                self.total_env_steps, self.num_iterations
-            ),
+            self.unit: self.steps,
+            f"{self.unit}_per_iteration": samples_per_iteration(self.total_steps, self.num_iterations),
         }
 
     def get_state(self) -> dict:

@@ -16,8 +16,8 @@ def run_machine(machine, steps_per_call=3, updates_per_step=1):
             if machine.evaluation_complete():
                 machine.end_evaluation()
         else:
-            n = min(steps_per_call, machine.env_steps_left_in_phase())
-            machine.record_env_steps(n)
+            n = min(steps_per_call, machine.steps_left_in_phase())
+            machine.record_steps(n)
             machine.record_updates(updates_per_step)
             if machine.improvement_complete():
                 machine.end_improvement()
@@ -25,19 +25,19 @@ def run_machine(machine, steps_per_call=3, updates_per_step=1):
 
 
 def test_pi_machine_walks_the_schedule():
-    m = KappaPhaseMachine(total_env_steps=20, num_iterations=3, with_evaluation_phase=True)
+    m = KappaPhaseMachine(total_steps=20, num_iterations=3, with_evaluation_phase=True)
     trace = run_machine(m)
     # improvement phases of 7, 7, 6 env steps (remainder to the first), evaluation after
     # all but the last iteration
     phases = [p for i, p in dict.fromkeys(trace)]
     assert phases == [IMPROVEMENT, EVALUATION, IMPROVEMENT, EVALUATION, IMPROVEMENT]
-    assert m.env_steps == 20 and m.iteration == 3 and m.phase == DONE
+    assert m.steps == 20 and m.iteration == 3 and m.phase == DONE
 
 
 def test_evaluation_gets_as_many_updates_as_improvement():
-    m = KappaPhaseMachine(total_env_steps=10, num_iterations=2, with_evaluation_phase=True)
+    m = KappaPhaseMachine(total_steps=10, num_iterations=2, with_evaluation_phase=True)
     for _ in range(5):
-        m.record_env_steps(1)
+        m.record_steps(1)
         m.record_updates(3)
     assert m.improvement_complete()
     m.end_improvement()
@@ -45,8 +45,8 @@ def test_evaluation_gets_as_many_updates_as_improvement():
 
 
 def test_vi_machine_has_no_evaluation_and_round_trips_state():
-    m = KappaPhaseMachine(total_env_steps=9, num_iterations=3, with_evaluation_phase=False)
-    m.record_env_steps(4)
+    m = KappaPhaseMachine(total_steps=9, num_iterations=3, with_evaluation_phase=False)
+    m.record_steps(4)
     restored = KappaPhaseMachine.from_state(m.get_state())
     assert restored == m
     assert EVALUATION not in {p for _, p in run_machine(restored)}
@@ -55,7 +55,7 @@ def test_vi_machine_has_no_evaluation_and_round_trips_state():
 
 def test_machine_refuses_more_iterations_than_steps():
     with pytest.raises(ValueError, match="smaller than N_kappa"):
-        KappaPhaseMachine(total_env_steps=2, num_iterations=3, with_evaluation_phase=False)
+        KappaPhaseMachine(total_steps=2, num_iterations=3, with_evaluation_phase=False)
 
 
 def test_shaping_closed_form():

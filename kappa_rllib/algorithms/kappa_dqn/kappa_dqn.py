@@ -16,9 +16,6 @@ checkpoint resumes the schedule exactly.
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from gymnasium.spaces import Discrete
 
 from ray.rllib.algorithms.algorithm import Algorithm
@@ -28,13 +25,10 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.metrics import (
-    ENV_RUNNER_RESULTS,
-    LEARNER_RESULTS,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-)
+from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from kappa_rllib import envs
+from kappa_rllib.algorithms.common import KappaStateMixin, sample_env_steps, sync_env_runner_weights
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer, episodes_to_transitions
@@ -194,14 +188,14 @@ class KappaVIDQNConfig(KappaDQNConfig):
         super().__init__(algo_class=algo_class or KappaVIDQN)
 
 
-class KappaDQN(Algorithm):
+class KappaDQN(KappaStateMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
 
     def setup(self, config) -> None:
         super().setup(config)
         cfg = self.config
         self.phases = KappaPhaseMachine(
-            total_env_steps=cfg.total_env_steps,
+            total_steps=cfg.total_env_steps,
             num_iterations=cfg.num_kappa_iterations,
             # kappa = 1: V_phi is multiplied by gamma (1 - kappa) = 0, so evaluating it is
             # wasted work; the algorithm is then DQN exactly.
@@ -220,11 +214,7 @@ class KappaDQN(Algorithm):
 
     # ----- one RLlib iteration: env_steps_per_iteration env steps, or to the schedule's end
     def training_step(self) -> None:
-        if self.phases.done:
-            raise RuntimeError(
-                f"the kappa schedule is complete: all total_env_steps={self.config.total_env_steps} "
-                "were used; build a new algorithm (or raise total_env_steps) to train further"
-            )
+        self._check_not_done()
         sampled = 0
         while not self.phases.done and sampled < self.config.env_steps_per_iteration:
             if self.phases.phase == EVALUATION:
@@ -239,14 +229,14 @@ class KappaDQN(Algorithm):
     def _improvement_step(self, max_steps: int) -> int:
         """Sample <= rollout_fragment_length env steps, store them, update Q_theta."""
         cfg = self.config
-        n = min(cfg.get_rollout_fragment_length(), self.phases.env_steps_left_in_phase(), max_steps)
-        episodes = self._sample(n)
+        n = min(cfg.get_rollout_fragment_length(), self.phases.steps_left_in_phase(), max_steps)
+        episodes = sample_env_steps(self, n)
         transitions = episodes_to_transitions(episodes)
         steps = len(transitions.get("rewards", ()))
         self.local_replay_buffer.add(transitions)
-        self.phases.record_env_steps(steps)
+        self.phases.record_steps(steps)
 
-        if self.phases.env_steps >= cfg.num_steps_sampled_before_learning_starts:
+        if self.phases.steps >= cfg.num_steps_sampled_before_learning_starts:
             self.counters["pending_update_env_steps"] += steps
             num_updates = self.counters["pending_update_env_steps"] // cfg.env_steps_per_update
             if num_updates:
@@ -255,18 +245,14 @@ class KappaDQN(Algorithm):
                 self.counters["theta_updates"] += num_updates
                 self.phases.record_updates(num_updates)
                 if (
-                    self.phases.env_steps - self.counters["last_theta_target_sync"]
+                    self.phases.steps - self.counters["last_theta_target_sync"]
                     >= cfg.target_network_update_freq
                 ):
                     self.learner_group.foreach_learner(
                         lambda learner: learner.sync_target_network(DEFAULT_MODULE_ID)
                     )
-                    self.counters["last_theta_target_sync"] = self.phases.env_steps
-                self.env_runner_group.sync_weights(
-                    from_worker_or_learner_group=self.learner_group,
-                    policies=[DEFAULT_MODULE_ID],
-                    inference_only=True,
-                )
+                    self.counters["last_theta_target_sync"] = self.phases.steps
+                sync_env_runner_weights(self)
         return steps
 
     def _end_improvement(self) -> None:
@@ -293,18 +279,6 @@ class KappaDQN(Algorithm):
         """Q'_phi is copied after as many updates as Q'_theta gets between its copies."""
         return max(1, self.config.target_network_update_freq // self.config.env_steps_per_update)
 
-    def _sample(self, num_steps: int):
-        group = self.env_runner_group
-        num_remote = group.num_remote_workers()
-        per_runner = math.ceil(num_steps / max(1, num_remote))
-        results = group.foreach_env_runner(
-            lambda er: (er.sample(num_timesteps=per_runner, explore=True), er.get_metrics()),
-            local_env_runner=num_remote == 0,
-        )
-        episodes = [ep for eps, _ in results for ep in eps]
-        self.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
-        return episodes
-
     def _update(self, module_id: str, num_updates: int) -> None:
         """`num_updates` gradient steps on `module_id`, one minibatch each, in one learner call."""
         batch_size = self.config.total_train_batch_size
@@ -315,43 +289,19 @@ class KappaDQN(Algorithm):
             minibatch_size=batch_size,
             num_epochs=1,
             num_total_minibatches=num_updates,
-            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.env_steps},
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
         )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
 
-    # ----- results and checkpoints
-    def step(self):
-        result = super().step()
-        result["kappa"] = self.phases.report()
-        result["kappa"].update(theta_updates=self.counters["theta_updates"], phi_updates=self.counters["phi_updates"])
-        if self.phases.done:
-            result["done"] = True  # Tune stops the trial when the schedule is used up
-        return result
+    # ----- checkpoints: phases and counters via KappaStateMixin, plus the replay buffer
+    def _extra_kappa_state(self) -> dict:
+        if not self.config.checkpoint_replay_buffer:
+            return {"replay_buffer": None}
+        return {"replay_buffer": self.local_replay_buffer.get_state()}
 
-    def get_state(self, components=None, *, not_components=None, **kwargs):
-        state = super().get_state(components, not_components=not_components, **kwargs)
-        state["kappa"] = {
-            "phases": self.phases.get_state(),
-            "counters": dict(self.counters),
-            "replay_buffer": (
-                self.local_replay_buffer.get_state() if self.config.checkpoint_replay_buffer else None
-            ),
-        }
-        return state
-
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        if "kappa" in state:
-            kappa_state = state["kappa"]
-            self.phases = KappaPhaseMachine.from_state(kappa_state["phases"])
-            self.counters = dict(kappa_state["counters"])
-            if kappa_state["replay_buffer"] is not None:
-                self.local_replay_buffer.set_state(kappa_state["replay_buffer"])
-            self.env_runner_group.sync_weights(
-                from_worker_or_learner_group=self.learner_group,
-                policies=[DEFAULT_MODULE_ID],
-                inference_only=True,
-            )
+    def _set_extra_kappa_state(self, state: dict) -> None:
+        if state.get("replay_buffer") is not None:
+            self.local_replay_buffer.set_state(state["replay_buffer"])
 
 
 class KappaPIDQN(KappaDQN):
