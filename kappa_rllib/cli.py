@@ -3,6 +3,8 @@
     kappa-rllib train --algo kappa-pi-dqn --env CartPole-v1 --kappa 0.84 --c-fa 0.05 \
         --total-steps 50000 --seed 0
     kappa-rllib compare --algos kappa-pi-dqn,dqn --env CartPole-v1 --total-steps 50000
+    kappa-rllib train --algo kappa-pi-trpo --env Hopper-v5 --kappa 0.84 --c-fa 0.2 --total-steps 2000000
+    kappa-rllib train --algo gae --lambda 0.84 --env Hopper-v5 --total-steps 2000000
 
 Runs on an embedded local Ray unless `--address` is given, prints one progress line per
 training iteration, and writes `progress.csv`, `result.json` (one JSON result per line) and a
@@ -21,7 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
+DQN_FAMILY = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
+TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
+ALGORITHMS = DQN_FAMILY + TRPO_FAMILY
+KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo")
 EXIT_USAGE = 2
 
 
@@ -56,7 +61,9 @@ def _positive_int(text):
 
 def _add_run_arguments(p):
     p.add_argument("--env", required=True, help="gymnasium id, e.g. CartPole-v1 or ALE/Breakout-v5")
-    p.add_argument("--kappa", type=_probability("kappa"), default=0.84, help="kappa in [0, 1] (dqn: forced to 1)")
+    p.add_argument("--kappa", type=_probability("kappa"), default=0.84, help="kappa in [0, 1] (kappa-* algorithms)")
+    p.add_argument("--lambda", dest="lambda_", type=_probability("lambda"), default=None,
+                   help="GAE lambda in [0, 1] (required by --algo gae)")
     p.add_argument("--c-fa", type=_probability("c-fa"), default=0.05, help="C_FA in (0, 1): sets N_kappa")
     p.add_argument("--total-steps", type=_positive_int, default=50_000, help="T, total env steps")
     p.add_argument("--naive-schedule", action="store_true", help="N_kappa = T (paper's naive baseline)")
@@ -86,25 +93,48 @@ def build_parser():
     return parser
 
 
+def _config_class(algo: str):
+    import kappa_rllib as k
+
+    return {
+        "kappa-pi-dqn": k.KappaPIDQNConfig, "kappa-vi-dqn": k.KappaVIDQNConfig, "dqn": k.KappaPIDQNConfig,
+        "kappa-pi-trpo": k.KappaPITRPOConfig, "kappa-vi-trpo": k.KappaVITRPOConfig,
+        "trpo": k.TRPOConfig, "gae": k.TRPOConfig,
+    }[algo]
+
+
 def make_config(algo: str, args):
-    """The validated AlgorithmConfig for one run; raises UsageError on bad settings."""
-    from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig, envs, presets
+    """The validated AlgorithmConfig for one run; raises UsageError on bad settings.
+
+    dqn is kappa-PI-DQN with kappa = 1 (exactly DQN); trpo is TRPO with lambda = 1 (the paper's
+    kappa = 1 baseline); gae is TRPO with GAE(gamma, lambda) advantages.
+    """
+    from kappa_rllib import envs, presets
 
     if algo not in ALGORITHMS:
         raise UsageError(f"unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}")
+    if algo == "gae" and args.lambda_ is None:
+        raise UsageError("--algo gae needs --lambda (e.g. --lambda 0.84)")
+    if args.command == "train" and algo != "gae" and args.lambda_ is not None:
+        raise UsageError(f"--lambda applies to --algo gae only, not {algo}")
     try:
         envs.check_env_id(args.env)
     except ValueError as e:
         raise UsageError(f"--env: {e}") from None
-    config = (KappaVIDQNConfig if algo == "kappa-vi-dqn" else KappaPIDQNConfig)()
-    preset_path = args.config or presets.preset_for(args.env)
+    config = _config_class(algo)()
+    family = "dqn" if algo in DQN_FAMILY else "trpo"
+    preset_path = args.config or presets.preset_for(args.env, family)
     try:
         if preset_path:
             presets.apply(config, presets.load(preset_path))
-        kappa = 1.0 if algo == "dqn" else args.kappa
         config.environment(args.env)
-        config.training(kappa=kappa, c_fa=args.c_fa, total_env_steps=args.total_steps,
-                        naive_schedule=args.naive_schedule)
+        if algo in KAPPA_ALGORITHMS or algo == "dqn":
+            config.training(kappa=1.0 if algo == "dqn" else args.kappa, c_fa=args.c_fa,
+                            total_env_steps=args.total_steps, naive_schedule=args.naive_schedule)
+        elif args.naive_schedule:
+            raise ValueError(f"--naive-schedule applies to kappa algorithms, not {algo}")
+        if algo == "gae":
+            config.training(lambda_=args.lambda_)
         if args.gamma is not None:
             config.training(gamma=args.gamma)
         config.env_runners(num_env_runners=args.num_env_runners)
@@ -121,8 +151,11 @@ def _one_line(e: Exception) -> str:
 
 def _run_dir(parent: str, algo: str, args) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    kappa = 1.0 if algo == "dqn" else args.kappa
-    name = f"{algo}_{args.env.replace('/', '-')}_k{kappa}_c{args.c_fa}_s{args.seed}_{stamp}"
+    if algo in KAPPA_ALGORITHMS:
+        tag = f"k{args.kappa}_c{args.c_fa}"
+    else:
+        tag = f"lam{args.lambda_}" if algo == "gae" else "k1.0"
+    name = f"{algo}_{args.env.replace('/', '-')}_{tag}_s{args.seed}_{stamp}"
     path = Path(parent) / name
     path.mkdir(parents=True, exist_ok=False)
     return path
@@ -135,16 +168,17 @@ PROGRESS_COLUMNS = [
 
 
 def _row(result, started) -> dict:
-    kappa, runners = result["kappa"], result.get("env_runners", {})
+    kappa, runners = result.get("kappa", {}), result.get("env_runners", {})
     elapsed = time.time() - started
+    env_steps = int(runners.get("num_env_steps_sampled_lifetime", 0))
     return {
         "training_iteration": result["training_iteration"],
-        "env_steps": kappa["env_steps"],
+        "env_steps": env_steps,
         "episode_return_mean": runners.get("episode_return_mean", float("nan")),
-        "kappa_iteration": kappa["iteration"],
-        "kappa_num_iterations": kappa["num_iterations"],
-        "kappa_phase": kappa["phase"],
-        "env_steps_per_s": kappa["env_steps"] / elapsed if elapsed > 0 else float("nan"),
+        "kappa_iteration": kappa.get("iteration", "-"),
+        "kappa_num_iterations": kappa.get("num_iterations", "-"),
+        "kappa_phase": kappa.get("phase", "-"),
+        "env_steps_per_s": env_steps / elapsed if elapsed > 0 else float("nan"),
         "time_total_s": elapsed,
     }
 
@@ -162,8 +196,8 @@ def _jsonable(obj):
         return str(obj)
 
 
-def run_one(algo: str, config, out_dir: Path, log=print) -> dict:
-    """Trains to the end of the kappa schedule; returns a summary dict."""
+def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print) -> dict:
+    """Trains to the end of the kappa schedule (or `total_steps` env steps); returns a summary."""
     algorithm = config.build_algo()
     started = time.time()
     returns = []
@@ -180,20 +214,20 @@ def run_one(algo: str, config, out_dir: Path, log=print) -> dict:
                 if not math.isnan(row["episode_return_mean"]):
                     returns.append(row["episode_return_mean"])
                 log(
-                    f"[{algo}] steps {row['env_steps']:>8d}/{config.total_env_steps}  "
+                    f"[{algo}] steps {row['env_steps']:>8d}/{total_steps}  "
                     f"return {row['episode_return_mean']:8.1f}  "
                     f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} "
                     f"({row['kappa_phase']})  {row['env_steps_per_s']:6.0f} steps/s"
                 )
-                if result.get("done"):
+                if result.get("done") or row["env_steps"] >= total_steps:
                     break
         checkpoint = algorithm.save_to_path(str((out_dir / "checkpoint").resolve()))
     finally:
         algorithm.stop()
     return {
         "algo": algo,
-        "kappa": config.kappa,
-        "num_iterations": config.num_kappa_iterations,
+        "kappa": getattr(config, "kappa", 1.0),
+        "num_iterations": getattr(config, "num_kappa_iterations", 1),
         "env_steps": row["env_steps"],
         "final_return": returns[-1] if returns else float("nan"),
         "best_return": max(returns) if returns else float("nan"),
@@ -244,11 +278,14 @@ def main(argv=None) -> int:
     summaries = []
     for algo, config, preset_path in configs:
         out_dir = _run_dir(args.output, algo, args)
-        print(f"[{algo}] env {args.env}, kappa {config.kappa}, C_FA {config.c_fa}, "
-              f"N_kappa {config.num_kappa_iterations}, T {config.total_env_steps}, "
+        schedule = (
+            f"kappa {config.kappa}, C_FA {config.c_fa}, N_kappa {config.num_kappa_iterations}, "
+            if hasattr(config, "kappa") else f"lambda {config.lambda_}, "
+        )
+        print(f"[{algo}] env {args.env}, {schedule}T {args.total_steps} env steps, "
               f"preset {preset_path or 'none (algorithm defaults)'}")
         print(f"[{algo}] writing to {out_dir.resolve()}")
-        summary = run_one(algo, config, out_dir)
+        summary = run_one(algo, config, out_dir, args.total_steps)
         summaries.append(summary)
         print(f"[{algo}] done: final return {summary['final_return']:.1f}, checkpoint {summary['checkpoint']}")
     if len(summaries) > 1:

@@ -1,5 +1,7 @@
-"""Short learning tests (CI): CartPole with the committed preset, and a tabular MDP valued
-exactly with `kappa_rllib.dp`. Thresholds are fixed by the issue; never lower them."""
+"""Short learning tests (CI): kappa-DQN on CartPole with the committed preset and on a tabular
+MDP valued exactly with `kappa_rllib.dp`; TRPO and kappa-PI-TRPO on InvertedPendulum and
+CartPole. A run stops as soon as it reaches its threshold. Thresholds are fixed by the issues;
+never lower them."""
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
-from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig, presets
+from kappa_rllib import KappaPIDQNConfig, KappaPITRPOConfig, KappaVIDQNConfig, TRPOConfig, presets
 from kappa_rllib.dp import evaluate_policy, solve_mdp
 from kappa_rllib.envs import TABULAR_ENV
 
@@ -24,17 +26,51 @@ def train_to_end(config):
     return algo, results
 
 
-@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
-def test_cartpole_reaches_150_within_50k_steps(ray_local, config_cls):
+def steps_to_reach(config, threshold: float, max_env_steps: int):
+    """Trains until `env_runners/episode_return_mean` >= threshold or max_env_steps are used;
+    returns (env steps when reached or None, the returns seen)."""
     torch.set_num_threads(1)
+    algo = config.build_algo()
+    returns = []
+    try:
+        while True:
+            result = algo.train()
+            runners = result["env_runners"]
+            steps = runners["num_env_steps_sampled_lifetime"]
+            returns.append(round(float(runners.get("episode_return_mean", float("nan"))), 1))
+            if returns[-1] >= threshold:
+                return steps, returns
+            if steps >= max_env_steps or result.get("done"):
+                return None, returns
+    finally:
+        algo.stop()
+        print(f"{type(config).__name__} on {config.env}: episode_return_mean per iteration {returns}")
+
+
+@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
+def test_kappa_dqn_cartpole_reaches_150_within_50k_steps(ray_local, config_cls):
     config = presets.apply(config_cls(), presets.load(presets.preset_for("CartPole-v1")))
     config.environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000).debugging(seed=0)
-    algo, results = train_to_end(config)
-    algo.stop()
-    returns = [r["env_runners"].get("episode_return_mean", float("nan")) for r in results]
-    print(f"{config_cls.__name__}: episode_return_mean per iteration {np.round(returns, 1).tolist()}")
-    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 50_000
-    assert np.nanmax(returns) >= 150
+    reached, _ = steps_to_reach(config, 150, 50_000)
+    assert reached is not None and reached <= 50_000
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        lambda: TRPOConfig(),
+        lambda: KappaPITRPOConfig().training(kappa=0.84, c_fa=0.2, total_env_steps=100_000),
+    ],
+    ids=["trpo", "kappa-pi-trpo"],
+)
+def test_trpo_inverted_pendulum_reaches_500_within_100k_steps(ray_local, config):
+    reached, _ = steps_to_reach(config().environment("InvertedPendulum-v5").debugging(seed=0), 500, 100_000)
+    assert reached is not None and reached <= 100_000
+
+
+def test_trpo_solves_cartpole_within_100k_steps(ray_local):
+    reached, _ = steps_to_reach(TRPOConfig().environment("CartPole-v1").debugging(seed=0), 195, 100_000)
+    assert reached is not None and reached <= 100_000
 
 
 def small_mdp(seed=3, num_states=6, num_actions=3):

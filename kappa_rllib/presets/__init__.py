@@ -13,11 +13,15 @@ import yaml
 PRESET_DIR = Path(__file__).parent
 
 
-def preset_for(env_id: str) -> Path | None:
-    if env_id.startswith("ALE/"):
-        return PRESET_DIR / "atari.yaml"
-    if env_id.startswith("CartPole-"):
-        return PRESET_DIR / "cartpole.yaml"
+def preset_for(env_id: str, family: str = "dqn") -> Path | None:
+    """The packaged preset of an algorithm family ("dqn" or "trpo") for an env, if any.
+
+    The TRPO family has none: its defaults are the paper's Table 4 (MuJoCo) already.
+    """
+    if family == "dqn" and env_id.startswith("ALE/"):
+        return PRESET_DIR / "dqn_atari.yaml"
+    if family == "dqn" and env_id.startswith("CartPole-"):
+        return PRESET_DIR / "dqn_cartpole.yaml"
     return None
 
 

@@ -1,0 +1,203 @@
+"""TRPO's learner (Schulman et al. 2015): a natural-gradient policy step and separate value fits.
+
+One `update` call per sample batch:
+  1. returns and advantages per trajectory chunk (`advantages_and_targets`; GAE(gamma, lambda)
+     here, the kappa-returns in the kappa-TRPO learner), values from the current V nets;
+  2. the policy step: g = grad of the surrogate (+ entropy bonus), x = CG(F, g) on Fisher-vector
+     products (KL Hessian + damping), step sqrt(2 max_kl / x.Fx) x, backtracking line search;
+  3. the value net fitted to its targets with Adam (epochs x minibatches), no shared layers.
+The policy has no optimizer: only value parameters are registered with Adam.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+
+from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
+    backtracking_line_search,
+    conjugate_gradient,
+    flat_grad,
+)
+from kappa_rllib.returns import gae_advantages, plain_returns
+
+VALUE_OPTIMIZER = "value"
+
+
+def policy_parameters(module) -> list[torch.nn.Parameter]:
+    return list(module.encoder.actor_encoder.parameters()) + list(module.pi.parameters())
+
+
+def value_parameters(module) -> list[torch.nn.Parameter]:
+    return list(module.encoder.critic_encoder.parameters()) + list(module.vf.parameters())
+
+
+def trajectory_chunks(episodes) -> list[dict]:
+    """Episode chunks as arrays: obs s_0..s_n, actions, rewards, and whether s_n is terminal."""
+    chunks = []
+    for ep in episodes:
+        n = len(ep)
+        if n == 0:
+            continue
+        chunks.append(
+            {
+                "obs": np.asarray(ep.get_observations(slice(0, n + 1)), dtype=np.float32),
+                "actions": np.asarray(ep.get_actions(slice(0, n))),
+                "rewards": np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float64),
+                "terminated": bool(ep.is_terminated),
+            }
+        )
+    return chunks
+
+
+class TRPOTorchLearner(TorchLearner):
+    def build(self) -> None:
+        super().build()
+        self._rng = np.random.default_rng(self.config.seed)
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        module = self.module[module_id].unwrapped()
+        params = value_parameters(module)
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer_name=VALUE_OPTIMIZER,
+            optimizer=torch.optim.Adam(params),
+            params=params,
+            lr_or_lr_schedule=config.vf_lr,
+        )
+
+    @classmethod
+    def rl_module_required_apis(cls) -> list[type]:
+        return [ValueFunctionAPI]
+
+    # ----- one TRPO iteration
+    def update(self, *, training_data=None, timesteps=None, **kwargs):
+        training_data.solve_refs()
+        data = self.build_train_data(trajectory_chunks(training_data.episodes))
+        self.last_batch = data
+        self.policy_step(data)
+        self.fit_values(DEFAULT_MODULE_ID, data["obs"], data["value_targets"])
+        return self.metrics.reduce()
+
+    def value_module_ids(self) -> list[str]:
+        """Modules whose value function `advantages_and_targets` reads."""
+        return [DEFAULT_MODULE_ID]
+
+    @torch.no_grad()
+    def chunk_values(self, chunks) -> list[dict]:
+        """V(s_0..s_n) of each chunk, for every module in `value_module_ids()`, in one pass each."""
+        all_obs = torch.as_tensor(np.concatenate([c["obs"] for c in chunks]))
+        bounds = np.cumsum([0] + [len(c["obs"]) for c in chunks])
+        per_module = {
+            mid: self.module[mid].unwrapped().compute_values({Columns.OBS: all_obs}).numpy().astype(np.float64)
+            for mid in self.value_module_ids()
+        }
+        return [{mid: v[bounds[i] : bounds[i + 1]] for mid, v in per_module.items()} for i in range(len(chunks))]
+
+    def advantages_and_targets(self, chunk: dict, values: dict) -> dict:
+        """Per-step arrays of one chunk: at least "advantages" and "value_targets".
+
+        TRPO / GAE baseline: GAE(gamma, lambda) advantages; the value net is fitted to the
+        discounted return sum_t gamma^t r_t (the paper's GAE baseline, not the lambda-return).
+        """
+        v = values[DEFAULT_MODULE_ID]
+        cfg = self.config
+        return {
+            "advantages": gae_advantages(chunk["rewards"], v, chunk["terminated"], cfg.gamma, cfg.lambda_),
+            "value_targets": plain_returns(chunk["rewards"], v[-1], chunk["terminated"], cfg.gamma),
+        }
+
+    def build_train_data(self, chunks) -> dict:
+        """The flat batch: obs, actions and the concatenated `advantages_and_targets` arrays."""
+        per_chunk = [self.advantages_and_targets(c, v) for c, v in zip(chunks, self.chunk_values(chunks))]
+        data = {
+            "obs": torch.as_tensor(np.concatenate([c["obs"][:-1] for c in chunks])),
+            "actions": torch.as_tensor(np.concatenate([c["actions"] for c in chunks])),
+        }
+        for key in per_chunk[0]:
+            data[key] = torch.as_tensor(np.concatenate([p[key] for p in per_chunk]), dtype=torch.float32)
+        return data
+
+    # ----- the natural-gradient policy step
+    def policy_step(self, data: dict) -> dict:
+        cfg = self.config
+        module = self.module[DEFAULT_MODULE_ID].unwrapped()
+        params = policy_parameters(module)
+        dist_cls = module.get_train_action_dist_cls()
+        obs, actions = data["obs"], data["actions"]
+        adv = data["advantages"]
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+
+        with torch.no_grad():
+            old_dist = dist_cls.from_logits(module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS])
+            old_logp = old_dist.logp(actions)
+
+        def surrogate_kl_entropy():
+            dist = dist_cls.from_logits(module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS])
+            entropy = dist.entropy().mean()
+            surrogate = (torch.exp(dist.logp(actions) - old_logp) * adv).mean() + cfg.entropy_coeff * entropy
+            return surrogate, old_dist.kl(dist).mean(), entropy
+
+        surrogate, _, entropy = surrogate_kl_entropy()
+        g = flat_grad(surrogate, params)
+
+        def fisher_vector_product(v):
+            _, kl, _ = surrogate_kl_entropy()
+            grad_kl = flat_grad(kl, params, create_graph=True)
+            return flat_grad(grad_kl @ v, params) + cfg.cg_damping * v
+
+        step_dir = conjugate_gradient(fisher_vector_product, g, cfg.cg_iters)
+        shs = step_dir @ fisher_vector_product(step_dir)  # x^T F x
+        full_step = torch.sqrt(2 * cfg.max_kl / (shs + 1e-12)) * step_dir
+
+        def evaluate():
+            with torch.no_grad():
+                s, kl, _ = surrogate_kl_entropy()
+            return s.item(), kl.item()
+
+        search = backtracking_line_search(
+            params, full_step, evaluate, surrogate.item(), cfg.max_kl, cfg.line_search_steps
+        )
+        stats = {
+            "mean_kl": search["kl"],
+            "line_search_steps": search["line_search_steps"],
+            "step_accepted": float(search["accepted"]),
+            "surrogate_improvement": search["surrogate"] - surrogate.item(),
+            "expected_improvement": (g @ full_step).item(),
+            "entropy": entropy.item(),
+        }
+        self.metrics.log_dict(stats, key=DEFAULT_MODULE_ID, window=1)
+        return stats
+
+    # ----- value fitting
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        """Value loss: mean squared error of V(s) against `VALUE_TARGETS` (the only gradient loss)."""
+        values = self.module[module_id].unwrapped().compute_values({Columns.OBS: batch[Columns.OBS]})
+        return torch.mean((values - batch[Columns.VALUE_TARGETS]) ** 2)
+
+    def fit_values(self, module_id: str, obs: torch.Tensor, targets: torch.Tensor) -> float:
+        """Adam on the value net: `vf_epochs` passes of shuffled minibatches of `vf_minibatch_size`."""
+        cfg = self.config
+        optimizer = self.get_optimizer(module_id, VALUE_OPTIMIZER)
+        losses = []
+        for _ in range(cfg.vf_epochs):
+            perm = torch.as_tensor(self._rng.permutation(len(obs)))
+            losses = []
+            for start in range(0, len(obs), cfg.vf_minibatch_size):
+                idx = perm[start : start + cfg.vf_minibatch_size]
+                loss = self.compute_loss_for_module(
+                    module_id=module_id, config=cfg,
+                    batch={Columns.OBS: obs[idx], Columns.VALUE_TARGETS: targets[idx]}, fwd_out={},
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+        value_loss = float(np.mean(losses))
+        self.metrics.log_value((module_id, "vf_loss"), value_loss, window=1)
+        return value_loss

@@ -1,0 +1,128 @@
+"""TRPO on RLlib's new API stack (RLlib has none), with the paper's Table 4 as defaults.
+
+`lambda_ = 1` is the paper's TRPO baseline (kappa = 1); `lambda_ < 1` is its GAE baseline
+(GAE(gamma, lambda) advantages, value net fitted to the discounted return).
+One training iteration = one batch of `train_batch_size` env steps = one TRPO update.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
+from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    LEARNER_RESULTS,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+)
+
+from kappa_rllib import envs
+from kappa_rllib.algorithms.common import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.schedule import validate_gamma
+
+_TRPO_SETTINGS = (
+    "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
+    "vf_lr", "vf_epochs", "vf_minibatch_size",
+)
+
+
+class TRPOConfig(AlgorithmConfig):
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or TRPO)
+        # Paper Table 4 / authors' code (NOTES.md Sec. 1-2)
+        self.train_batch_size = 1024  # env steps per TRPO iteration (M)
+        self.gamma = 0.99
+        self.lambda_ = 1.0
+        self.max_kl = 0.01
+        self.cg_iters = 10
+        self.cg_damping = 0.1
+        self.line_search_steps = 10
+        self.entropy_coeff = 0.01
+        self.vf_lr = 1e-3
+        self.vf_epochs = 5
+        self.vf_minibatch_size = 128
+        self.lr = 0.0  # unused: the policy moves by the natural-gradient step, values by vf_lr
+        # Separate policy and value networks (no shared layers); see also the log-std below.
+        self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
+        self.min_sample_timesteps_per_iteration = 0
+        self.min_time_s_per_iteration = None
+        self.min_train_timesteps_per_iteration = 0
+
+    def training(self, **kwargs):
+        """RLlib's `.training(...)` plus the TRPO settings (keyword-only)."""
+        own = {k: kwargs.pop(k) for k in list(kwargs) if k in _TRPO_SETTINGS or k == "lambda"}
+        if "lambda" in own:
+            own["lambda_"] = own.pop("lambda")
+        super().training(**kwargs)
+        for name, value in own.items():
+            if value is not NotProvided and value is not None:
+                setattr(self, name, value)
+        return self
+
+    def environment(self, env=NotProvided, **kwargs):
+        if isinstance(env, str):
+            env = envs.rllib_env_name(env)
+        return super().environment(env, **kwargs)
+
+    @property
+    def _model_config_auto_includes(self):
+        # Gaussian policies get a state-independent log-std, as in TRPO's paper and code.
+        continuous = isinstance(self.env, str) and isinstance(
+            envs.action_space_of(self.env, self.env_config), gym.spaces.Box
+        )
+        return super()._model_config_auto_includes | {"free_log_std": continuous}
+
+    def get_default_rl_module_spec(self):
+        return RLModuleSpec(module_class=DefaultPPOTorchRLModule, catalog_class=PPOCatalog)
+
+    def get_default_learner_class(self):
+        from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import TRPOTorchLearner
+
+        return TRPOTorchLearner
+
+    def validate(self) -> None:
+        """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
+        super().validate()
+        validate_gamma(self.gamma)
+        if not 0.0 <= self.lambda_ <= 1.0:
+            raise ValueError(f"lambda must lie in [0, 1], got {self.lambda_!r}")
+        for name in ("max_kl", "cg_damping", "vf_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.num_learners > 1:
+            raise ValueError(
+                f"num_learners={self.num_learners}: TRPO's conjugate-gradient step runs on one learner "
+                "(0 = local, 1 = remote); scale sampling with num_env_runners instead"
+            )
+        if self.model_config.get("vf_share_layers"):
+            raise ValueError("vf_share_layers=True: TRPO trains the value net separately from the policy")
+        if isinstance(self.env, str):
+            envs.check_env_id(self.env)
+
+
+class TRPO(Algorithm):
+    @classmethod
+    def get_default_config(cls):
+        return TRPOConfig()
+
+    def training_step(self) -> None:
+        self._trpo_iteration(self.config.train_batch_size)
+
+    def _trpo_iteration(self, num_env_steps: int) -> int:
+        """Sample one batch, one TRPO update, new weights to the EnvRunners; returns steps sampled."""
+        episodes = sample_env_steps(self, num_env_steps)
+        lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        results = self.learner_group.update(
+            episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}
+        )
+        self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        sync_env_runner_weights(self)
+        return sum(len(e) for e in episodes)
