@@ -1,0 +1,71 @@
+"""Short kappa-TRPO runs: the schedule in batches, the end-of-iteration V_phi work, checkpoints."""
+
+import numpy as np
+import pytest
+
+from ray.rllib.core import DEFAULT_MODULE_ID
+
+from kappa_rllib import KappaPITRPO, KappaPITRPOConfig, KappaVITRPOConfig
+from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import VALUE_PHI_MODULE_ID
+from kappa_rllib.schedule import num_iterations
+
+BATCH, BATCHES = 128, 26  # N_kappa = 13 for kappa 0.9, C_FA 0.3: two batches per kappa-iteration
+
+
+def short_config(config_cls):
+    return (
+        config_cls()
+        .environment("CartPole-v1")
+        .training(kappa=0.9, c_fa=0.3, total_env_steps=BATCH * BATCHES + 50, train_batch_size=BATCH)
+        .debugging(seed=0)
+    )
+
+
+def value_weights(algo, module_id):
+    state = algo.learner_group.get_weights(module_ids=[module_id])[module_id]
+    return {k: np.asarray(v) for k, v in state.items() if "critic_encoder" in k or k.startswith("vf.")}
+
+
+@pytest.mark.parametrize("config_cls", [KappaPITRPOConfig, KappaVITRPOConfig])
+def test_schedule_in_batches_and_v_phi_updates(ray_local, config_cls):
+    assert num_iterations(0.9, 0.3, 0.99) == 13
+    algo = short_config(config_cls).build_algo()
+    phi_before = value_weights(algo, VALUE_PHI_MODULE_ID)
+    results = []
+    while not results or not results[-1].get("done"):
+        results.append(algo.train())
+    kappa = [r["kappa"] for r in results]
+    assert len(results) == BATCHES  # the 50 extra env steps make no whole batch
+    assert [k["batches"] for k in kappa] == list(range(1, BATCHES + 1))
+    assert [k["iteration"] for k in kappa] == [b // 2 for b in range(1, BATCHES + 1)]
+    assert all(k["num_iterations"] == 13 for k in kappa) and kappa[-1]["phase"] == "done"
+    assert kappa[-1]["env_steps"] == BATCH * BATCHES
+    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == BATCH * BATCHES
+    learner_stats = results[-1]["learners"][DEFAULT_MODULE_ID]
+    for key in ("mean_kl", "line_search_steps", "surrogate_improvement", "vf_loss", "entropy"):
+        assert key in learner_stats
+    theta, phi = value_weights(algo, DEFAULT_MODULE_ID), value_weights(algo, VALUE_PHI_MODULE_ID)
+    assert theta and set(theta) == set(phi) == set(phi_before)
+    same_as_theta = all(np.array_equal(theta[k], phi[k]) for k in theta)
+    moved = any(not np.array_equal(phi[k], phi_before[k]) for k in phi)
+    assert moved
+    if config_cls is KappaVITRPOConfig:
+        assert same_as_theta  # V_phi <- V_theta closed the last iteration
+    else:
+        assert not same_as_theta  # V_phi fitted to rho_j
+        assert "vf_loss" in results[-1]["learners"][VALUE_PHI_MODULE_ID]
+    algo.stop()
+
+
+def test_checkpoint_restores_the_schedule(ray_local, tmp_path):
+    algo = short_config(KappaPITRPOConfig).build_algo()
+    for _ in range(5):
+        algo.train()
+    path = algo.save_to_path(str(tmp_path / "ckpt"))
+    restored = KappaPITRPO.from_checkpoint(path)
+    assert restored.phases == algo.phases and restored.phases.steps == 5
+    assert restored.counters == algo.counters == {"env_steps": 5 * BATCH}
+    result = restored.train()
+    assert result["kappa"]["batches"] == 6 and result["kappa"]["iteration"] == 3
+    algo.stop()
+    restored.stop()
