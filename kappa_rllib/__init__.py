@@ -30,4 +30,19 @@ def register_with_tune() -> None:
         register_trainable(cls.__name__, cls)
 
 
-register_with_tune()
+def _register_on_every_ray_init() -> None:
+    # Tune's registry lives in the Ray cluster's key-value store: a registration made before
+    # `ray.init` is flushed to the first cluster only. Registering again after every
+    # `ray.init` (as Tune's own registry does, through the same hook list) keeps the names
+    # valid after `ray.shutdown()` and a new `ray.init()` in the same process.
+    register_with_tune()
+    try:
+        from ray._private import worker
+
+        if register_with_tune not in worker._post_init_hooks:
+            worker._post_init_hooks.append(register_with_tune)
+    except (ImportError, AttributeError):  # pragma: no cover - private API moved
+        pass
+
+
+_register_on_every_ray_init()

@@ -21,7 +21,7 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "ppo", "--env", "CartPole-v1"], "invalid choice: 'ppo'"),
         (["train", "--algo", "dqn", "--env", "CartPole-v1", "--total-steps", "0"], "positive integer"),
         (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--kappa", "0.5", "--c-fa", "0.001",
-          "--total-steps", "100"], "total_env_steps=100 < N_kappa=346"),
+          "--total-steps", "100"], "total_env_steps=100 gives 100 env steps < N_kappa=346"),
         (["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "/no/such.yaml"], "No such file"),
         (["compare", "--algos", "kappa-pi-dqn,sarsa", "--env", "CartPole-v1"], "unknown --algo 'sarsa'"),
     ],

@@ -108,3 +108,4 @@ def test_registered_with_tune_and_result_keys_exist(ray_local, tmp_path):
     assert row["env_runners/num_env_steps_sampled_lifetime"] == 800
     assert "env_runners/episode_return_mean" in df.columns
     assert row["kappa/phase"] == "done" and row["training_iteration"] == 2
+

@@ -19,7 +19,6 @@ from __future__ import annotations
 from gymnasium.spaces import Discrete
 
 from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.algorithms.algorithm_config import NotProvided
 from ray.rllib.algorithms.dqn.dqn import DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
@@ -28,19 +27,18 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from kappa_rllib import envs
+from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin
 from kappa_rllib.algorithms.common import KappaStateMixin, sample_env_steps, sync_env_runner_weights
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer, episodes_to_transitions
-from kappa_rllib.schedule import num_iterations, validate_c_fa, validate_gamma, validate_kappa
+from kappa_rllib.schedule import validate_gamma
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
 
-class KappaDQNConfig(DQNConfig):
+class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
     """Shared config of kappa-PI-DQN and kappa-VI-DQN; use the two subclasses."""
-
-    kappa_variant: str = ""  # "pi" or "vi", set by the subclasses
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
@@ -79,45 +77,21 @@ class KappaDQNConfig(DQNConfig):
             }
         )
 
-    def training(
-        self,
-        *,
-        kappa=None,
-        c_fa=None,
-        total_env_steps=None,
-        naive_schedule=None,
-        env_steps_per_update=None,
-        env_steps_per_iteration=None,
-        checkpoint_replay_buffer=None,
-        **kwargs,
-    ):
+    def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None,
+                 checkpoint_replay_buffer=None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
+        self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
         super().training(**kwargs)
-        for name, value in dict(
-            kappa=kappa,
-            c_fa=c_fa,
-            total_env_steps=total_env_steps,
-            naive_schedule=naive_schedule,
+        self._set_given(dict(
             env_steps_per_update=env_steps_per_update,
             env_steps_per_iteration=env_steps_per_iteration,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
-        ).items():
-            if value is not None:
-                setattr(self, name, value)
+        ))
         return self
 
-    def environment(self, env=NotProvided, **kwargs):
-        """As RLlib's, but `ALE/...` ids get the paper's Atari preprocessing (see `envs`)."""
-        if isinstance(env, str):
-            env = envs.rllib_env_name(env)
-        return super().environment(env, **kwargs)
-
     @property
-    def num_kappa_iterations(self) -> int:
-        """N_kappa: from C_FA (paper, Eq. 3), or T for the naive schedule."""
-        if self.naive_schedule:
-            return int(self.total_env_steps)
-        return num_iterations(self.kappa, self.c_fa, self.gamma)
+    def schedule_length(self) -> int:
+        return int(self.total_env_steps)
 
     def get_default_learner_class(self):
         from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import (
@@ -129,18 +103,8 @@ class KappaDQNConfig(DQNConfig):
     def validate(self) -> None:
         """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
         super().validate()
-        validate_kappa(self.kappa)
-        validate_c_fa(self.c_fa)
         validate_gamma(self.gamma)
-        if self.kappa_variant not in ("pi", "vi"):
-            raise ValueError("use KappaPIDQNConfig or KappaVIDQNConfig, not KappaDQNConfig")
-        if not (isinstance(self.total_env_steps, int) and self.total_env_steps >= 1):
-            raise ValueError(f"total_env_steps must be a positive int, got {self.total_env_steps!r}")
-        if self.num_kappa_iterations > self.total_env_steps:
-            raise ValueError(
-                f"total_env_steps={self.total_env_steps} < N_kappa={self.num_kappa_iterations} "
-                f"(kappa={self.kappa}, c_fa={self.c_fa}): raise total_env_steps or c_fa"
-            )
+        self.validate_kappa_schedule("env steps")
         if not (isinstance(self.env_steps_per_update, int) and self.env_steps_per_update >= 1):
             raise ValueError(f"env_steps_per_update must be an int >= 1, got {self.env_steps_per_update!r}")
         for name, bad, why in [

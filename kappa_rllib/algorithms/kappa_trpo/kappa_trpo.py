@@ -16,15 +16,13 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from kappa_rllib.algorithms.common import KappaStateMixin
+from kappa_rllib.algorithms.config_mixins import KappaConfigMixin
 from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import VALUE_PHI_MODULE_ID
 from kappa_rllib.algorithms.trpo.trpo import TRPO, TRPOConfig
 from kappa_rllib.phases import KappaPhaseMachine
-from kappa_rllib.schedule import num_iterations, validate_c_fa, validate_kappa
 
 
-class KappaTRPOConfig(TRPOConfig):
-    kappa_variant: str = ""  # "pi" or "vi", set by the subclasses
-
+class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
         self.kappa = 0.84
@@ -39,13 +37,10 @@ class KappaTRPOConfig(TRPOConfig):
             }
         )
 
-    def training(self, *, kappa=None, c_fa=None, total_env_steps=None, naive_schedule=None, **kwargs):
-        super().training(**kwargs)
-        for name, value in dict(kappa=kappa, c_fa=c_fa, total_env_steps=total_env_steps,
-                                naive_schedule=naive_schedule).items():
-            if value is not None:
-                setattr(self, name, value)
-        return self
+    def training(self, **kwargs):
+        """TRPO's `.training(...)` plus the kappa settings (keyword-only)."""
+        self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
+        return super().training(**kwargs)
 
     def get_default_learner_class(self):
         from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import KappaTRPOTorchLearner
@@ -53,34 +48,16 @@ class KappaTRPOConfig(TRPOConfig):
         return KappaTRPOTorchLearner
 
     @property
-    def total_batches(self) -> int:
-        """T in TRPO iterations; env steps beyond a whole batch are not used."""
+    def schedule_length(self) -> int:
+        """T in TRPO iterations (batches); env steps beyond a whole batch are not used."""
         return int(self.total_env_steps) // int(self.train_batch_size)
-
-    @property
-    def num_kappa_iterations(self) -> int:
-        if self.naive_schedule:
-            return self.total_batches
-        return num_iterations(self.kappa, self.c_fa, self.gamma)
 
     def validate(self) -> None:
         super().validate()
-        validate_kappa(self.kappa)
-        validate_c_fa(self.c_fa)
-        if self.kappa_variant not in ("pi", "vi"):
-            raise ValueError("use KappaPITRPOConfig or KappaVITRPOConfig, not KappaTRPOConfig")
         if self.lambda_ != 1.0:
             raise ValueError(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
                              "lambda only applies to the GAE baseline (TRPOConfig)")
-        if not (isinstance(self.total_env_steps, int) and self.total_batches >= 1):
-            raise ValueError(f"total_env_steps={self.total_env_steps!r} is less than one batch "
-                             f"(train_batch_size={self.train_batch_size})")
-        if self.num_kappa_iterations > self.total_batches:
-            raise ValueError(
-                f"total_env_steps={self.total_env_steps} gives {self.total_batches} TRPO iterations < "
-                f"N_kappa={self.num_kappa_iterations} (kappa={self.kappa}, c_fa={self.c_fa}): "
-                "raise total_env_steps or c_fa"
-            )
+        self.validate_kappa_schedule("TRPO iterations")
 
 
 class KappaPITRPOConfig(KappaTRPOConfig):
@@ -101,7 +78,7 @@ class KappaTRPO(KappaStateMixin, TRPO):
     def setup(self, config) -> None:
         super().setup(config)
         self.phases = KappaPhaseMachine(
-            total_steps=self.config.total_batches,
+            total_steps=self.config.schedule_length,
             num_iterations=self.config.num_kappa_iterations,
             with_evaluation_phase=False,
             unit="batches",

@@ -21,6 +21,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib import envs
+from kappa_rllib.algorithms.config_mixins import EnvIdMixin
 from kappa_rllib.algorithms.common import sample_env_steps, sync_env_runner_weights
 from kappa_rllib.schedule import validate_gamma
 
@@ -30,7 +31,7 @@ _TRPO_SETTINGS = (
 )
 
 
-class TRPOConfig(AlgorithmConfig):
+class TRPOConfig(EnvIdMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TRPO)
         # Paper Table 4 / authors' code (NOTES.md Sec. 1-2)
@@ -62,11 +63,6 @@ class TRPOConfig(AlgorithmConfig):
             if value is not NotProvided and value is not None:
                 setattr(self, name, value)
         return self
-
-    def environment(self, env=NotProvided, **kwargs):
-        if isinstance(env, str):
-            env = envs.rllib_env_name(env)
-        return super().environment(env, **kwargs)
 
     @property
     def _model_config_auto_includes(self):

@@ -1,0 +1,59 @@
+"""Config pieces shared by the kappa-DQN and (kappa-)TRPO configs."""
+
+from __future__ import annotations
+
+from ray.rllib.algorithms.algorithm_config import NotProvided
+
+from kappa_rllib import envs
+from kappa_rllib.schedule import num_iterations, validate_c_fa, validate_kappa
+
+
+class EnvIdMixin:
+    """`.environment(id)` as RLlib's, but ids needing our construction (`ALE/...` with the
+    paper's preprocessing, the tabular MDP) are routed through `kappa_rllib.envs`."""
+
+    def environment(self, env=NotProvided, **kwargs):
+        if isinstance(env, str):
+            env = envs.rllib_env_name(env)
+        return super().environment(env, **kwargs)
+
+
+class KappaConfigMixin:
+    """The kappa settings (`kappa`, `c_fa`, `total_env_steps`, `naive_schedule`) and N_kappa.
+
+    `schedule_length` is T in the schedule's unit: env steps (kappa-DQN) or TRPO batches.
+    """
+
+    kappa_variant: str = ""  # "pi" or "vi", set by the concrete config classes
+    KAPPA_SETTINGS = ("kappa", "c_fa", "total_env_steps", "naive_schedule")
+
+    def _set_given(self, settings: dict) -> None:
+        for name, value in settings.items():
+            if value is not None and value is not NotProvided:
+                setattr(self, name, value)
+
+    @property
+    def schedule_length(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def num_kappa_iterations(self) -> int:
+        """N_kappa: from C_FA (paper, Eq. 3), or T for the naive schedule (T_kappa = 1)."""
+        if self.naive_schedule:
+            return self.schedule_length
+        return num_iterations(self.kappa, self.c_fa, self.gamma)
+
+    def validate_kappa_schedule(self, unit: str) -> None:
+        """One-line ValueErrors naming the setting."""
+        validate_kappa(self.kappa)
+        validate_c_fa(self.c_fa)
+        if self.kappa_variant not in ("pi", "vi"):
+            raise ValueError(f"use the PI or VI config class, not {type(self).__name__}")
+        if not (isinstance(self.total_env_steps, int) and self.total_env_steps >= 1):
+            raise ValueError(f"total_env_steps must be a positive int, got {self.total_env_steps!r}")
+        if self.num_kappa_iterations > self.schedule_length:
+            raise ValueError(
+                f"total_env_steps={self.total_env_steps} gives {self.schedule_length} {unit} < "
+                f"N_kappa={self.num_kappa_iterations} (kappa={self.kappa}, c_fa={self.c_fa}): "
+                "raise total_env_steps or c_fa"
+            )
