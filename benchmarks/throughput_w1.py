@@ -4,7 +4,7 @@ W1: CartPole-v1, MLP 2x64, batch 32, one gradient update per 4 env steps, unifor
 target copy every 500 env steps, learning starts at 1000, 20k env steps. All runs happen in this
 one process, one after another, so the figures and their ratios come from the same machine state.
 
-    python benchmarks/throughput_w1.py [--steps 20000] [--algos minimal,kappa-pi,kappa-vi,kappa-1]
+    python benchmarks/throughput_w1.py [--steps 20000] [--algos minimal,stock-dqn,kappa-pi,kappa-vi,kappa-1]
 """
 
 from __future__ import annotations
@@ -101,20 +101,51 @@ def kappa_dqn(variant: str, kappa: float, total_steps: int, seed: int = 0) -> tu
     return rate, result["env_runners"].get("episode_return_mean", float("nan"))
 
 
+def stock_rllib_dqn(total_steps: int, seed: int = 0) -> float:
+    """env steps/s of RLlib's own DQN on W1 (no double-Q, no dueling, uniform episode replay)."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            lr=W1["lr"], gamma=W1["gamma"], train_batch_size=W1["batch"], double_q=False, dueling=False,
+            target_network_update_freq=W1["target_every"],
+            num_steps_sampled_before_learning_starts=W1["learning_starts"],
+            epsilon=[(0, 1.0), (W1["epsilon_steps"], W1["epsilon_final"])],
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": W1["replay"]},
+        )
+        .rl_module(model_config={"fcnet_hiddens": W1["hidden"], "head_fcnet_hiddens": []})
+        # one sample call of 4 env steps, then one update: one update per 4 env steps
+        .env_runners(rollout_fragment_length=W1["env_steps_per_update"])
+        .debugging(seed=seed)
+    )
+    algo = config.build_algo()
+    start = time.perf_counter()
+    steps = 0
+    while steps < total_steps:
+        steps = algo.train()["env_runners"]["num_env_steps_sampled_lifetime"]
+    rate = steps / (time.perf_counter() - start)
+    algo.stop()
+    return rate
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--algos", default="minimal,kappa-pi,kappa-vi,kappa-1")
+    parser.add_argument("--algos", default="minimal,stock-dqn,kappa-pi,kappa-vi,kappa-1")
     args = parser.parse_args()
     torch.set_num_threads(1)
     algos = args.algos.split(",")
     rates = {}
     if "minimal" in algos:
         rates["minimal torch loop"] = minimal_torch_dqn(args.steps)
-    if any(a.startswith("kappa") for a in algos):
+    if any(a.startswith("kappa") or a == "stock-dqn" for a in algos):
         import ray
 
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        if "stock-dqn" in algos:
+            rates["stock RLlib DQN"] = stock_rllib_dqn(args.steps)
         runs = {"kappa-pi": ("pi", 0.84), "kappa-vi": ("vi", 0.84), "kappa-1": ("pi", 1.0)}
         for name in algos:
             if name in runs:
