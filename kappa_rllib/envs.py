@@ -1,8 +1,8 @@
 """Environment creation and checks: one place that turns an env id into an env.
 
 * `ALE/...` ids get DeepMind-style preprocessing as in the paper's DQN runs (NOTES.md, Sec. 2):
-  no-op reset (30), max-and-skip 4, 84x84 grayscale, reward clipping to [-1, 1], 4-frame stack,
-  no sticky actions (the paper used the v4 `NoFrameskip` games).
+  no-op reset (30), max-and-skip 4, 84x84 grayscale, reward clipping to [-1, 1], 4-frame stack
+  (channels last, uint8), no sticky actions (the paper used the v4 `NoFrameskip` games).
 * Any other id is `gymnasium.make(id)`.
 * `TabularMDPEnv` exposes a finite MDP `(P, R)` with one-hot observations, so that a learned
   policy can be valued exactly with `kappa_rllib.dp`.
@@ -56,7 +56,11 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
             env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
         )
         env = gym.wrappers.ClipReward(env, -1.0, 1.0)
-        return gym.wrappers.FrameStackObservation(env, 4)
+        env = gym.wrappers.FrameStackObservation(env, 4)
+        # RLlib's CNN encoders take channels-last (H, W, C) frames.
+        return gym.wrappers.TransformObservation(
+            env, lambda obs: np.moveaxis(obs, 0, -1), gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+        )
     return gym.make(env_id, **env_config)
 
 

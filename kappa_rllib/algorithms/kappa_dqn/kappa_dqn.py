@@ -93,6 +93,11 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
     def schedule_length(self) -> int:
         return int(self.total_env_steps)
 
+    def get_default_rl_module_spec(self):
+        from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_rl_module import KappaDQNTorchRLModule
+
+        return RLModuleSpec(module_class=KappaDQNTorchRLModule, model_config=self.model_config)
+
     def get_default_learner_class(self):
         from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import (
             KappaDQNTorchLearner,
