@@ -24,6 +24,10 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
           "--total-steps", "100"], "total_env_steps=100 gives 100 env steps < N_kappa=346"),
         (["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "/no/such.yaml"], "No such file"),
         (["compare", "--algos", "kappa-pi-dqn,sarsa", "--env", "CartPole-v1"], "unknown --algo 'sarsa'"),
+        (["train", "--algo", "gae", "--env", "Hopper-v5"], "--algo gae needs --lambda"),
+        (["train", "--algo", "trpo", "--env", "Hopper-v5", "--lambda", "0.9"], "--lambda applies to --algo gae only"),
+        (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--kappa", "0.5", "--c-fa", "0.001",
+          "--total-steps", "10000"], "gives 9 TRPO iterations < N_kappa=346"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):
