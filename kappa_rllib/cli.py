@@ -23,6 +23,9 @@ import sys
 import time
 from pathlib import Path
 
+from kappa_rllib import defaults
+from kappa_rllib.variant import PHI_FITS
+
 DQN_FAMILY = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
 TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
 ALGORITHMS = DQN_FAMILY + TRPO_FAMILY
@@ -59,14 +62,27 @@ def _positive_int(text):
     return value
 
 
+def _family_defaults(key: str, fmt=str) -> str:
+    return f"DQN family {fmt(defaults.DQN[key])}, TRPO family {fmt(defaults.TRPO[key])}"
+
+
 def _add_run_arguments(p):
     p.add_argument("--env", required=True, help="gymnasium id, e.g. CartPole-v1 or ALE/Breakout-v5")
-    p.add_argument("--kappa", type=_probability("kappa"), default=0.84, help="kappa in [0, 1] (kappa-* algorithms)")
+    p.add_argument("--kappa", type=_probability("kappa"), default=None,
+                   help=f"kappa in [0, 1] (kappa-* algorithms); default: {_family_defaults('kappa')}")
     p.add_argument("--lambda", dest="lambda_", type=_probability("lambda"), default=None,
                    help="GAE lambda in [0, 1] (required by --algo gae)")
-    p.add_argument("--c-fa", type=_probability("c-fa"), default=0.05, help="C_FA in (0, 1): sets N_kappa")
-    p.add_argument("--total-steps", type=_positive_int, default=50_000, help="T, total env steps")
+    p.add_argument("--c-fa", type=_probability("c-fa"), default=None,
+                   help=f"C_FA in (0, 1): sets N_kappa; default: {_family_defaults('c_fa')} (the paper's)")
+    p.add_argument("--total-steps", type=_positive_int, default=None,
+                   help=f"T, total env steps; default: the env preset's (CartPole: 50,000), else the paper's: "
+                        f"{_family_defaults('total_env_steps', lambda v: f'{v:,}')}")
     p.add_argument("--naive-schedule", action="store_true", help="N_kappa = T (paper's naive baseline)")
+    p.add_argument("--phi-fit", choices=PHI_FITS, default=None,
+                   help="kappa-pi-trpo: fit V_phi on every batch (default, the authors' code) or once per "
+                        "kappa-iteration (Alg. 7 read literally)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the settings, print the resolved schedule (N_kappa, T_kappa) and exit; Ray is not started")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", help="YAML preset (sections training/rl_module/env_runners); "
                    "default: the packaged preset for the env, if any")
@@ -129,10 +145,15 @@ def make_config(algo: str, args):
             presets.apply(config, presets.load(preset_path))
         config.environment(args.env)
         if algo in KAPPA_ALGORITHMS or algo == "dqn":
+            # An omitted flag leaves the algorithm's (or its env preset's) own default.
             config.training(kappa=1.0 if algo == "dqn" else args.kappa, c_fa=args.c_fa,
-                            total_env_steps=args.total_steps, naive_schedule=args.naive_schedule)
+                            total_env_steps=args.total_steps, naive_schedule=args.naive_schedule or None)
         elif args.naive_schedule:
             raise ValueError(f"--naive-schedule applies to kappa algorithms, not {algo}")
+        if args.phi_fit is not None:
+            if algo != "kappa-pi-trpo":
+                raise ValueError(f"--phi-fit applies to --algo kappa-pi-trpo only, not {algo}")
+            config.training(phi_fit=args.phi_fit)
         if algo == "gae":
             config.training(lambda_=args.lambda_)
         if args.gamma is not None:
@@ -149,10 +170,31 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
-def _run_dir(parent: str, algo: str, args) -> Path:
+def total_steps_of(config, args) -> int:
+    """T in env steps: the kappa schedule's, or for TRPO / GAE the run length (paper: 2M)."""
+    if hasattr(config, "total_env_steps"):
+        return int(config.total_env_steps)
+    return args.total_steps or defaults.TRPO["total_env_steps"]
+
+
+def describe(algo: str, config, args) -> str:
+    """The resolved schedule of one run, as printed before it starts (and by --dry-run)."""
+    if hasattr(config, "kappa"):
+        unit = "batches" if config.schedule_length != config.total_env_steps else "env steps"
+        n = config.num_kappa_iterations
+        schedule = (f"kappa {config.kappa}, C_FA {config.c_fa}, N_kappa {n}, "
+                    f"T_kappa {config.schedule_length // n} {unit}, ")
+        if getattr(config, "kappa_variant", "") == "pi" and hasattr(config, "phi_fit"):
+            schedule += f"phi_fit {config.phi_fit}, "
+    else:
+        schedule = f"lambda {config.lambda_}, "
+    return f"env {args.env}, {schedule}gamma {config.gamma}, T {total_steps_of(config, args)} env steps"
+
+
+def _run_dir(parent: str, algo: str, args, config) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if algo in KAPPA_ALGORITHMS:
-        tag = f"k{args.kappa}_c{args.c_fa}"
+        tag = f"k{config.kappa}_c{config.c_fa}"
     else:
         tag = f"lam{args.lambda_}" if algo == "gae" else "k1.0"
     name = f"{algo}_{args.env.replace('/', '-')}_{tag}_s{args.seed}_{stamp}"
@@ -271,21 +313,21 @@ def main(argv=None) -> int:
         print(f"kappa-rllib: error: {e}", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.dry_run:
+        for algo, config, preset_path in configs:
+            print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
+        return 0
+
     import torch
 
     torch.set_num_threads(args.torch_threads)
     _init_ray(args)
     summaries = []
     for algo, config, preset_path in configs:
-        out_dir = _run_dir(args.output, algo, args)
-        schedule = (
-            f"kappa {config.kappa}, C_FA {config.c_fa}, N_kappa {config.num_kappa_iterations}, "
-            if hasattr(config, "kappa") else f"lambda {config.lambda_}, "
-        )
-        print(f"[{algo}] env {args.env}, {schedule}T {args.total_steps} env steps, "
-              f"preset {preset_path or 'none (algorithm defaults)'}")
+        out_dir = _run_dir(args.output, algo, args, config)
+        print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         print(f"[{algo}] writing to {out_dir.resolve()}")
-        summary = run_one(algo, config, out_dir, args.total_steps)
+        summary = run_one(algo, config, out_dir, total_steps_of(config, args))
         summaries.append(summary)
         print(f"[{algo}] done: final return {summary['final_return']:.1f}, checkpoint {summary['checkpoint']}")
     if len(summaries) > 1:

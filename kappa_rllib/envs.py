@@ -1,8 +1,10 @@
 """Environment creation and checks: one place that turns an env id into an env.
 
-* `ALE/...` ids get DeepMind-style preprocessing as in the paper's DQN runs (NOTES.md, Sec. 2):
-  no-op reset (30), max-and-skip 4, 84x84 grayscale, reward clipping to [-1, 1], 4-frame stack
-  (channels last, uint8), no sticky actions (the paper used the v4 `NoFrameskip` games).
+* `ALE/...` ids get the DeepMind preprocessing of the paper's DQN runs (docs/paper-settings.md,
+  "Atari"): no-op reset (30), max-and-skip 4, 84x84 grayscale, fire on reset for games that need
+  it, an episodic-life *signal*, 4-frame stack (channels last, uint8), no sticky actions (the paper
+  used the v4 `NoFrameskip` games). Rewards stay raw game scores here: the learner clips them
+  for learning only (`clip_rewards`), so reported episode returns are raw full-game scores.
 * Any other id is `gymnasium.make(id)`.
 * `TabularMDPEnv` exposes a finite MDP `(P, R)` with one-hot observations, so that a learned
   policy can be valued exactly with `kappa_rllib.dp`.
@@ -55,13 +57,57 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
         env = gym.wrappers.AtariPreprocessing(
             env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True, scale_obs=False
         )
-        env = gym.wrappers.ClipReward(env, -1.0, 1.0)
+        env = LifeLossSignal(env)
         env = gym.wrappers.FrameStackObservation(env, 4)
         # RLlib's CNN encoders take channels-last (H, W, C) frames.
         return gym.wrappers.TransformObservation(
             env, lambda obs: np.moveaxis(obs, 0, -1), gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
         )
     return gym.make(env_id, **env_config)
+
+
+class LifeLossSignal(gym.Wrapper):
+    """DeepMind's EpisodicLifeEnv and FireResetEnv, with the game kept whole.
+
+    DeepMind's wrappers end the *episode* when a life is lost (and fake a reset); here the
+    episode stays the full game, so reported returns are full-game scores, and the step's info
+    carries `life_lost=True` instead: the kappa-DQN learner treats that step as terminal when
+    `episodic_life` is on. What DeepMind's reset did after a lost life is done inside that step:
+    one no-op, then FIRE and action 2 in games that need FIRE to go on (their rewards are kept
+    in the step's reward, so the score stays the game's). A new game fires the same way.
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = getattr(env.unwrapped, "get_action_meanings", lambda: [])()
+        self.fire_action = meanings.index("FIRE") if "FIRE" in meanings and len(meanings) >= 3 else None
+        self.lives = 0
+
+    def _after_life_actions(self, new_game: bool) -> list[int]:
+        noop = [] if new_game else [0]  # a new game already had its no-op starts
+        return noop + ([self.fire_action, 2] if self.fire_action is not None else [])
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        for action in self._after_life_actions(new_game=True):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.lives = int(info.get("lives", 0))
+        return obs, {**info, "life_lost": False}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = int(info.get("lives", 0))
+        life_lost = 0 < lives < self.lives  # losing the last life ends the game: terminal anyway
+        if life_lost and not (terminated or truncated):
+            for extra in self._after_life_actions(new_game=False):
+                obs, r, terminated, truncated, info = self.env.step(extra)
+                reward += r
+                if terminated or truncated:
+                    break
+        self.lives = int(info.get("lives", 0))
+        return obs, reward, terminated, truncated, {**info, "life_lost": life_lost}
 
 
 _ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}

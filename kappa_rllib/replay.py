@@ -9,8 +9,12 @@ Rewards are stored unshaped: the learner shapes them with the current V_phi at u
 from __future__ import annotations
 
 import numpy as np
+from ray.rllib.core.columns import Columns
 
-OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS = "obs", "actions", "rewards", "new_obs", "terminateds"
+OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS = (
+    Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.NEXT_OBS, Columns.TERMINATEDS
+)
+LIFE_LOST = "life_lost"  # the info key of kappa_rllib.envs' Atari wrapper
 
 
 class UniformReplayBuffer:
@@ -80,11 +84,13 @@ class UniformReplayBuffer:
         self._rng.bit_generator.state = state["rng"]
 
 
-def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
+def episodes_to_transitions(episodes, life_loss_terminal: bool = False) -> dict[str, np.ndarray]:
     """Flattens RLlib SingleAgentEpisode chunks into raw (s, a, r, s', terminated) arrays.
 
     Only the last step of a terminated chunk is terminal; a truncated chunk's last step keeps
-    terminated = 0 so its value is bootstrapped from the final observation.
+    terminated = 0 so its value is bootstrapped from the final observation. With
+    `life_loss_terminal` (DeepMind's episodic life), a step whose info says `life_lost` is
+    terminal for learning too, although the game (and the reported episode) goes on.
     """
     parts = {OBS: [], ACTIONS: [], REWARDS: [], NEXT_OBS: [], TERMINATEDS: []}
     for ep in episodes:
@@ -97,7 +103,15 @@ def episodes_to_transitions(episodes) -> dict[str, np.ndarray]:
         parts[ACTIONS].append(np.asarray(ep.get_actions(slice(0, n))))
         parts[REWARDS].append(np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float32))
         terminated = np.zeros(n, dtype=np.float32)
-        terminated[-1] = float(ep.is_terminated)
+        if life_loss_terminal:
+            infos = ep.get_infos(slice(1, n + 1))  # info i + 1 comes with step i's outcome
+            if any(LIFE_LOST not in info for info in infos):
+                raise ValueError(
+                    "episodic_life=True needs an env whose step info has 'life_lost' "
+                    "(the ALE/... envs of kappa_rllib.envs); this env's has not"
+                )
+            terminated[:] = [float(info[LIFE_LOST]) for info in infos]
+        terminated[-1] = max(terminated[-1], float(ep.is_terminated))
         parts[TERMINATEDS].append(terminated)
     if not parts[REWARDS]:
         return {}

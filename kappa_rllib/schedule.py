@@ -22,19 +22,19 @@ __all__ = [
 
 
 def validate_kappa(kappa: float) -> float:
-    if not (isinstance(kappa, (int, float)) and 0.0 <= kappa <= 1.0):
+    if isinstance(kappa, bool) or not (isinstance(kappa, (int, float)) and 0.0 <= kappa <= 1.0):
         raise ValueError(f"kappa must lie in [0, 1], got {kappa!r}")
     return float(kappa)
 
 
 def validate_c_fa(c_fa: float) -> float:
-    if not (isinstance(c_fa, (int, float)) and 0.0 < c_fa < 1.0):
+    if isinstance(c_fa, bool) or not (isinstance(c_fa, (int, float)) and 0.0 < c_fa < 1.0):
         raise ValueError(f"c_fa must lie in the open interval (0, 1), got {c_fa!r}")
     return float(c_fa)
 
 
 def validate_gamma(gamma: float) -> float:
-    if not (isinstance(gamma, (int, float)) and 0.0 <= gamma < 1.0):
+    if isinstance(gamma, bool) or not (isinstance(gamma, (int, float)) and 0.0 <= gamma < 1.0):
         raise ValueError(f"gamma must lie in [0, 1), got {gamma!r}")
     return float(gamma)
 

@@ -6,7 +6,7 @@ import pytest
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaPITRPO, KappaPITRPOConfig, KappaVITRPOConfig
-from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import VALUE_PHI_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 from kappa_rllib.schedule import num_iterations
 
 BATCH, BATCHES = 128, 26  # N_kappa = 13 for kappa 0.9, C_FA 0.3: two batches per kappa-iteration
@@ -30,10 +30,12 @@ def value_weights(algo, module_id):
 def test_schedule_in_batches_and_v_phi_updates(ray_local, config_cls):
     assert num_iterations(0.9, 0.3, 0.99) == 13
     algo = short_config(config_cls).build_algo()
-    phi_before = value_weights(algo, VALUE_PHI_MODULE_ID)
-    results = []
+    phi_before = value_weights(algo, PHI_MODULE_ID)
+    results, snapshots = [], []
     while not results or not results[-1].get("done"):
         results.append(algo.train())
+        if config_cls is KappaPITRPOConfig:
+            snapshots.append((value_weights(algo, PHI_SHAPING_MODULE_ID), value_weights(algo, PHI_MODULE_ID)))
     kappa = [r["kappa"] for r in results]
     assert len(results) == BATCHES  # the 50 extra env steps make no whole batch
     assert [k["batches"] for k in kappa] == list(range(1, BATCHES + 1))
@@ -44,16 +46,22 @@ def test_schedule_in_batches_and_v_phi_updates(ray_local, config_cls):
     learner_stats = results[-1]["learners"][DEFAULT_MODULE_ID]
     for key in ("mean_kl", "line_search_steps", "surrogate_improvement", "vf_loss", "entropy"):
         assert key in learner_stats
-    theta, phi = value_weights(algo, DEFAULT_MODULE_ID), value_weights(algo, VALUE_PHI_MODULE_ID)
+    theta, phi = value_weights(algo, DEFAULT_MODULE_ID), value_weights(algo, PHI_MODULE_ID)
     assert theta and set(theta) == set(phi) == set(phi_before)
-    same_as_theta = all(np.array_equal(theta[k], phi[k]) for k in theta)
-    moved = any(not np.array_equal(phi[k], phi_before[k]) for k in phi)
-    assert moved
+    assert any(not np.array_equal(phi[k], phi_before[k]) for k in phi)
     if config_cls is KappaVITRPOConfig:
-        assert same_as_theta  # V_phi <- V_theta closed the last iteration
+        assert all(np.array_equal(theta[k], phi[k]) for k in theta)  # V_phi <- V_theta closed the last iteration
     else:
-        assert not same_as_theta  # V_phi fitted to rho_j
-        assert "vf_loss" in results[-1]["learners"][VALUE_PHI_MODULE_ID]
+        assert not all(np.array_equal(theta[k], phi[k]) for k in theta)  # V_phi fitted to rho_j
+        assert "vf_loss" in results[-1]["learners"][PHI_MODULE_ID]
+        # V_phi trains on every batch; its snapshot is refreshed exactly when an iteration ends
+        # (after batches 2, 4, ...) and is frozen in between.
+        for batch, (snapshot, trained) in enumerate(snapshots, start=1):
+            same = all(np.array_equal(snapshot[k], trained[k]) for k in snapshot)
+            assert same == (batch % 2 == 0), batch
+            if batch % 2 == 1 and batch > 1:
+                previous = snapshots[batch - 2][0]
+                assert all(np.array_equal(snapshot[k], previous[k]) for k in snapshot)
     algo.stop()
 
 

@@ -10,9 +10,11 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
 from kappa_rllib import KappaPITRPOConfig, KappaVITRPOConfig, TRPOConfig
-from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import VALUE_PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import PHI_VALUE_TARGETS
+from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import copy_value_net
 from kappa_rllib.algorithms.trpo.torch.natural_gradient import backtracking_line_search, conjugate_gradient
 from kappa_rllib.returns import gae_advantages
+from kappa_rllib.variant import PHI_FIT_ITERATION_END, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 
 GAMMA, KAPPA = 0.99, 0.7
 
@@ -96,8 +98,10 @@ def hand_made_chunks():
     return chunks
 
 
-def loop_returns(rewards, v_phi, v_theta_last, terminated, gamma, kappa):
-    """R_j(kappa, V_phi) and rho_j by the definition, one sum per j (no recursion)."""
+def loop_returns(rewards, v_phi, v_theta_last, terminated, gamma, kappa, v_rho_last=None):
+    """R_j(kappa, V_phi) and rho_j by the definition, one sum per j (no recursion).
+
+    rho_j bootstraps with `v_rho_last` (default: V_phi(s_n))."""
     n = len(rewards)
     R, rho = [], []
     for j in range(n):
@@ -108,34 +112,90 @@ def loop_returns(rewards, v_phi, v_theta_last, terminated, gamma, kappa):
             r_plain += gamma ** (t - j) * rewards[t]
         if not terminated:  # truncation or batch end: bootstrap
             r_kappa += (gamma * kappa) ** (n - j) * v_theta_last
-            r_plain += gamma ** (n - j) * v_phi[n]
+            r_plain += gamma ** (n - j) * (v_phi[n] if v_rho_last is None else v_rho_last)
         R.append(r_kappa)
         rho.append(r_plain)
     return np.array(R), np.array(rho)
 
 
-def kappa_learner(kappa=KAPPA, config_cls=KappaPITRPOConfig):
-    return make_learner(config_cls().environment("CartPole-v1").training(kappa=kappa, gamma=GAMMA).debugging(seed=0))
+def kappa_learner(kappa=KAPPA, config_cls=KappaPITRPOConfig, **training):
+    return make_learner(
+        config_cls().environment("CartPole-v1").training(kappa=kappa, gamma=GAMMA, **training).debugging(seed=0)
+    )
 
 
-def test_kappa_returns_and_plain_returns_match_a_loop():
+def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_with_the_trained_v_phi():
+    """kappa-PI: R_j shapes with the frozen snapshot V_phi_shaping; rho_j (V_phi's target)
+    bootstraps with the trained V_phi. The two nets are made to differ first."""
     learner = kappa_learner()
+    with torch.no_grad():  # move the trained V_phi away from its snapshot
+        for p in learner.module[PHI_MODULE_ID].unwrapped().vf.parameters():
+            p.add_(0.5)
     chunks = hand_made_chunks()
     values = learner.chunk_values(chunks)
     for chunk, v in zip(chunks, values):
         out = learner.advantages_and_targets(chunk, v)
-        v_theta, v_phi = v[DEFAULT_MODULE_ID], v[VALUE_PHI_MODULE_ID]
-        R, rho = loop_returns(chunk["rewards"], v_phi, v_theta[-1], chunk["terminated"], GAMMA, KAPPA)
+        v_theta, v_shaping, v_phi = v[DEFAULT_MODULE_ID], v[PHI_SHAPING_MODULE_ID], v[PHI_MODULE_ID]
+        assert np.abs(v_shaping - v_phi).min() > 1e-3
+        R, rho = loop_returns(chunk["rewards"], v_shaping, v_theta[-1], chunk["terminated"], GAMMA, KAPPA,
+                              v_rho_last=v_phi[-1])
         np.testing.assert_allclose(out["value_targets"], R, rtol=1e-10)
         np.testing.assert_allclose(out["advantages"], R - v_theta[:-1], rtol=1e-10)
-        np.testing.assert_allclose(out["value_phi_targets"], rho, rtol=1e-10)
+        np.testing.assert_allclose(out[PHI_VALUE_TARGETS], rho, rtol=1e-10)
+
+
+def test_kappa_vi_returns_read_v_phi():
+    learner = kappa_learner(config_cls=KappaVITRPOConfig)
+    assert PHI_SHAPING_MODULE_ID not in learner.module.keys()
+    chunks = hand_made_chunks()
+    for chunk, v in zip(chunks, learner.chunk_values(chunks)):
+        out = learner.advantages_and_targets(chunk, v)
+        R, _ = loop_returns(chunk["rewards"], v[PHI_MODULE_ID], v[DEFAULT_MODULE_ID][-1], chunk["terminated"],
+                            GAMMA, KAPPA)
+        np.testing.assert_allclose(out["value_targets"], R, rtol=1e-10)
+        assert PHI_VALUE_TARGETS not in out
+
+
+def value_state(learner, module_id):
+    return [p.detach().clone() for p in learner.module[module_id].unwrapped().vf.parameters()]
+
+
+def phi_adam_steps(learner):
+    optim = learner.get_optimizer(PHI_MODULE_ID, "value")
+    return max(int(s["step"]) for s in optim.state.values()) if optim.state else 0
+
+
+@pytest.mark.parametrize("phi_fit", ["every_batch", PHI_FIT_ITERATION_END])
+def test_kappa_pi_v_phi_schedule_within_one_learner(phi_fit):
+    """Three batches of one 3-batch kappa-iteration: V_phi trains on every batch (or only on
+    the last), and the snapshot the shaped reward reads moves only at the iteration's end."""
+    learner = kappa_learner(phi_fit=phi_fit)
+    chunks = hand_made_chunks()  # 12 steps: one Adam minibatch per epoch
+    epochs = learner.config.vf_epochs
+    snapshot0 = value_state(learner, PHI_SHAPING_MODULE_ID)
+    for batch, ends in enumerate([False, False, True], start=1):
+        data = learner.build_train_data(chunks)
+        learner.policy_step(data)
+        learner.after_value_fit(data, end_of_kappa_iteration=ends)
+        fits = batch if phi_fit == "every_batch" else int(ends)
+        assert phi_adam_steps(learner) == fits * epochs
+        snapshot, phi = value_state(learner, PHI_SHAPING_MODULE_ID), value_state(learner, PHI_MODULE_ID)
+        if ends:
+            assert all(torch.equal(a, b) for a, b in zip(snapshot, phi))
+        else:
+            assert all(torch.equal(a, b) for a, b in zip(snapshot, snapshot0))
+            if phi_fit == "every_batch":
+                assert not all(torch.equal(a, b) for a, b in zip(snapshot, phi))
 
 
 @pytest.mark.parametrize("config_cls", [KappaPITRPOConfig, KappaVITRPOConfig])
 def test_advantages_equal_gae_lambda_kappa_when_v_phi_is_v_theta(config_cls):
     """Paper, Sec. 6: with V_phi = V_theta, kappa-TRPO's advantages are GAE(gamma, lambda = kappa)."""
     learner = kappa_learner(config_cls=config_cls)
-    learner.copy_value_theta_to_phi()
+    theta = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    for mid in (PHI_MODULE_ID, PHI_SHAPING_MODULE_ID):
+        if mid in learner.module.keys():
+            copy_value_net(theta, learner.module[mid].unwrapped())
     chunks = hand_made_chunks()
     data = learner.build_train_data(chunks)
     gae = np.concatenate([

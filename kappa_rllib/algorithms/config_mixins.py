@@ -6,6 +6,7 @@ from ray.rllib.algorithms.algorithm_config import NotProvided
 
 from kappa_rllib import envs
 from kappa_rllib.schedule import num_iterations, validate_c_fa, validate_kappa
+from kappa_rllib.variant import KappaPlan
 
 
 class EnvIdMixin:
@@ -27,6 +28,14 @@ class KappaConfigMixin:
     kappa_variant: str = ""  # "pi" or "vi", set by the concrete config classes
     KAPPA_SETTINGS = ("kappa", "c_fa", "total_env_steps", "naive_schedule")
 
+    @property
+    def kappa_plan(self) -> KappaPlan:
+        """What this configuration does with V_phi (evaluate, copy, or nothing at kappa = 1)."""
+        return KappaPlan(self.kappa_variant, float(self.kappa), **self._kappa_plan_options())
+
+    def _kappa_plan_options(self) -> dict:
+        return {}
+
     def _set_given(self, settings: dict) -> None:
         for name, value in settings.items():
             if value is not None and value is not NotProvided:
@@ -47,8 +56,9 @@ class KappaConfigMixin:
         """One-line ValueErrors naming the setting."""
         validate_kappa(self.kappa)
         validate_c_fa(self.c_fa)
-        if self.kappa_variant not in ("pi", "vi"):
+        if not self.kappa_variant:
             raise ValueError(f"use the PI or VI config class, not {type(self).__name__}")
+        self.kappa_plan  # validates the variant's own options
         if not (isinstance(self.total_env_steps, int) and self.total_env_steps >= 1):
             raise ValueError(f"total_env_steps must be a positive int, got {self.total_env_steps!r}")
         if self.num_kappa_iterations > self.schedule_length:

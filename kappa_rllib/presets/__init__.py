@@ -1,7 +1,7 @@
 """Committed per-environment settings, applied on top of an algorithm's defaults.
 
-A preset is a YAML file with optional sections `training`, `rl_module`, `env_runners`, each
-passed as keyword arguments to the config method of that name.
+A preset is a YAML file with optional sections `environment`, `training`, `rl_module`,
+`env_runners`, each passed as keyword arguments to the config method of that name.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 PRESET_DIR = Path(__file__).parent
+SECTIONS = ("environment", "training", "rl_module", "env_runners")
 
 
 def preset_for(env_id: str, family: str = "dqn") -> Path | None:
@@ -28,7 +29,7 @@ def preset_for(env_id: str, family: str = "dqn") -> Path | None:
 def load(path) -> dict:
     with open(path) as f:
         data = yaml.safe_load(f) or {}
-    unknown = set(data) - {"training", "rl_module", "env_runners"}
+    unknown = set(data) - set(SECTIONS)
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {sorted(unknown)}")
     return data
@@ -36,7 +37,7 @@ def load(path) -> dict:
 
 def apply(config, preset: dict):
     """Applies a loaded preset to an AlgorithmConfig; returns the config."""
-    for section in ("training", "rl_module", "env_runners"):
+    for section in SECTIONS:
         if preset.get(section):
             getattr(config, section)(**preset[section])
     return config

@@ -1,7 +1,7 @@
 """kappa-PI-DQN and kappa-VI-DQN (paper, Sec. 4.1 and Appendix A, Algorithms 5 and 6).
 
 Config: DQN's settings plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`, with the
-paper's DQN table as defaults (NOTES.md, Tables 3) and `validate()` refusing what the
+paper's DQN table as defaults (docs/paper-settings.md, Table 3) and `validate()` refusing what the
 algorithm does not implement (double-Q, dueling, n-step, distributional, prioritized replay).
 
 Algorithm: `training_step` walks the phase machine (`kappa_rllib.phases`) through
@@ -26,13 +26,14 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from kappa_rllib import envs
+from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin
-from kappa_rllib.algorithms.common import KappaStateMixin, sample_env_steps, sync_env_runner_weights
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
-from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
+from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
+from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer, episodes_to_transitions
 from kappa_rllib.schedule import validate_gamma
+from kappa_rllib.variant import PHI_MODULE_ID, PI, VI
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
@@ -43,12 +44,17 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
         # --- kappa settings (paper, Sec. 4) ---
-        self.kappa = 0.84
-        self.c_fa = 0.05  # the paper's C_FA for DQN after its ablation (Appendix A.1)
-        self.total_env_steps = 10_000_000  # T
+        self.kappa = defaults.DQN["kappa"]
+        self.c_fa = defaults.DQN["c_fa"]  # the paper's C_FA for DQN after its ablation (Appendix A.1)
+        self.total_env_steps = defaults.DQN["total_env_steps"]  # T
         self.naive_schedule = False  # N_kappa = T, T_kappa = 1 (the paper's naive baseline)
         self.checkpoint_replay_buffer = True
-        # --- the paper's DQN table (NOTES.md Sec. 1-2) ---
+        self.v_phi_source = "paper"  # or "authors": see the torch learner's `v_phi`
+        # Learning sees a terminal when a life is lost (DeepMind's episodic life); the game goes on
+        # and episode returns stay per full game. Needs an env that reports `life_lost` in its
+        # info (the ALE/... envs of kappa_rllib.envs do); the Atari preset turns it on.
+        self.episodic_life = False
+        # --- the paper's DQN table (docs/paper-settings.md, Table 3) ---
         self.lr = 1e-4
         self.gamma = 0.99
         self.train_batch_size = 32
@@ -78,7 +84,7 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         )
 
     def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None,
-                 checkpoint_replay_buffer=None, **kwargs):
+                 checkpoint_replay_buffer=None, v_phi_source=None, episodic_life=None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
         self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
         super().training(**kwargs)
@@ -86,6 +92,8 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
             env_steps_per_update=env_steps_per_update,
             env_steps_per_iteration=env_steps_per_iteration,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
+            v_phi_source=v_phi_source,
+            episodic_life=episodic_life,
         ))
         return self
 
@@ -112,6 +120,13 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         self.validate_kappa_schedule("env steps")
         if not (isinstance(self.env_steps_per_update, int) and self.env_steps_per_update >= 1):
             raise ValueError(f"env_steps_per_update must be an int >= 1, got {self.env_steps_per_update!r}")
+        if self.v_phi_source not in ("paper", "authors"):
+            raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
+        if not isinstance(self.episodic_life, bool):
+            raise ValueError(f"episodic_life must be true or false, got {self.episodic_life!r}")
+        clip = self.clip_rewards
+        if not (clip is None or isinstance(clip, bool) or (isinstance(clip, (int, float)) and clip > 0)):
+            raise ValueError(f"clip_rewards must be true/false/null or a number > 0, got {clip!r}")
         for name, bad, why in [
             ("double_q", self.double_q, "the paper's DQN has no double-Q"),
             ("dueling", self.dueling, "the paper's DQN has no dueling head"),
@@ -144,20 +159,20 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
 
 
 class KappaPIDQNConfig(KappaDQNConfig):
-    kappa_variant = "pi"
+    kappa_variant = PI
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or KappaPIDQN)
 
 
 class KappaVIDQNConfig(KappaDQNConfig):
-    kappa_variant = "vi"
+    kappa_variant = VI
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or KappaVIDQN)
 
 
-class KappaDQN(KappaStateMixin, Algorithm):
+class KappaDQN(KappaLoopMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
 
     def setup(self, config) -> None:
@@ -166,9 +181,9 @@ class KappaDQN(KappaStateMixin, Algorithm):
         self.phases = KappaPhaseMachine(
             total_steps=cfg.total_env_steps,
             num_iterations=cfg.num_kappa_iterations,
-            # kappa = 1: V_phi is multiplied by gamma (1 - kappa) = 0, so evaluating it is
-            # wasted work; the algorithm is then DQN exactly.
-            with_evaluation_phase=cfg.kappa_variant == "pi" and cfg.kappa < 1.0,
+            # kappa-PI evaluates Q_phi in a phase of its own; at kappa = 1 V_phi is multiplied by
+            # gamma (1 - kappa) = 0, so evaluating it is wasted work and the algorithm is DQN.
+            with_evaluation_phase=cfg.kappa_plan.evaluates_phi,
         )
         self.counters = {
             "theta_updates": 0,
@@ -181,26 +196,16 @@ class KappaDQN(KappaStateMixin, Algorithm):
     def _create_local_replay_buffer_if_necessary(self, config):
         return UniformReplayBuffer(config["replay_buffer_config"]["capacity"], seed=config.get("seed"))
 
-    # ----- one RLlib iteration: env_steps_per_iteration env steps, or to the schedule's end
-    def training_step(self) -> None:
-        self._check_not_done()
-        sampled = 0
-        while not self.phases.done and sampled < self.config.env_steps_per_iteration:
-            if self.phases.phase == EVALUATION:
-                self._evaluation_step()
-                if self.phases.evaluation_complete():
-                    self.phases.end_evaluation()
-            else:
-                sampled += self._improvement_step(self.config.env_steps_per_iteration - sampled)
-                if self.phases.improvement_complete():
-                    self._end_improvement()
+    # ----- the hooks of the shared kappa loop (kappa_rllib.algorithms.kappa_loop)
+    def _units_per_training_step(self) -> int:
+        return self.config.env_steps_per_iteration
 
     def _improvement_step(self, max_steps: int) -> int:
         """Sample <= rollout_fragment_length env steps, store them, update Q_theta."""
         cfg = self.config
         n = min(cfg.get_rollout_fragment_length(), self.phases.steps_left_in_phase(), max_steps)
         episodes = sample_env_steps(self, n)
-        transitions = episodes_to_transitions(episodes)
+        transitions = episodes_to_transitions(episodes, life_loss_terminal=cfg.episodic_life)
         steps = len(transitions.get("rewards", ()))
         self.local_replay_buffer.add(transitions)
         self.phases.record_steps(steps)
@@ -225,10 +230,9 @@ class KappaDQN(KappaStateMixin, Algorithm):
         return steps
 
     def _end_improvement(self) -> None:
-        if self.config.kappa_variant == "vi" and self.config.kappa < 1.0:
+        if self.config.kappa_plan.copies_theta_to_phi:
             # Algorithm 6, line 13: phi <- theta closes kappa-VI iteration i.
             self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
-        self.phases.end_improvement()
 
     def _evaluation_step(self) -> None:
         """A chunk of Q_phi TD(0) updates, ending exactly at Q'_phi copies and the phase end."""

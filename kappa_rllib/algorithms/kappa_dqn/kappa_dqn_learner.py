@@ -15,7 +15,7 @@ from ray.rllib.core.learner.learner import Learner
 from ray.rllib.core.learner.utils import update_target_network
 from ray.rllib.core.rl_module.apis import QNetAPI, TargetNetworkAPI
 
-PHI_MODULE_ID = "kappa_phi"
+from kappa_rllib.variant import PHI_MODULE_ID
 
 
 class KappaDQNLearner(Learner):

@@ -5,8 +5,10 @@ paper's pseudo-code does: T = total_env_steps // M batches, N_kappa from C_FA, T
 batches per kappa-iteration; the naive schedule N_kappa = T is one batch per kappa-iteration (the
 paper's Sec. 6 reading of GAE as kappa-PI-TRPO with T_kappa = 1).
 Per batch the learner fits V_theta to R_j(kappa, V_phi) and steps the policy with advantages
-R_j - V_theta(s_j). At the end of each kappa-iteration: kappa-PI fits V_phi to rho_j on the last
-batch (Alg. 7, lines 12-13); kappa-VI copies V_theta to V_phi (Alg. 8, line 11).
+R_j - V_theta(s_j); kappa-PI also fits V_phi to rho_j (every batch by default, see `phi_fit`).
+The batch that ends a kappa-iteration carries `end_of_kappa_iteration=True` to the learner, which
+then refreshes the V_phi snapshot (kappa-PI, Alg. 7, lines 12-13) or copies V_theta to V_phi
+(kappa-VI, Alg. 8, line 11). The outer loop is `kappa_rllib.algorithms.kappa_loop`.
 """
 
 from __future__ import annotations
@@ -15,32 +17,39 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-from kappa_rllib.algorithms.common import KappaStateMixin
+from kappa_rllib import defaults
 from kappa_rllib.algorithms.config_mixins import KappaConfigMixin
-from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import VALUE_PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.trpo.trpo import TRPO, TRPOConfig
 from kappa_rllib.phases import KappaPhaseMachine
+from kappa_rllib.variant import PHI_FIT_EVERY_BATCH, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PI, VI
 
 
 class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
-        self.kappa = 0.84
-        self.c_fa = 0.2  # the paper's C_FA for TRPO after its ablation (Appendix B.1)
-        self.total_env_steps = 2_000_000  # ~2000 iterations of 1024 steps (Table 4)
+        self.kappa = defaults.TRPO["kappa"]
+        self.c_fa = defaults.TRPO["c_fa"]  # the paper's C_FA for TRPO after its ablation (Appendix B.1)
+        self.total_env_steps = defaults.TRPO["total_env_steps"]  # ~2000 iterations of 1024 steps (Table 4)
         self.naive_schedule = False
-        # V_theta (and the policy) in the default module; V_phi in a learner-only module.
+        self.phi_fit = PHI_FIT_EVERY_BATCH  # kappa-PI only: see kappa_rllib.variant
+        # V_theta (and the policy) in the default module; V_phi in learner-only modules.
+        phi_modules = [PHI_MODULE_ID] + ([PHI_SHAPING_MODULE_ID] if self.kappa_variant == PI else [])
         self._rl_module_spec = MultiRLModuleSpec(
             rl_module_specs={
                 DEFAULT_MODULE_ID: RLModuleSpec(),
-                VALUE_PHI_MODULE_ID: RLModuleSpec(learner_only=True),
+                **{mid: RLModuleSpec(learner_only=True) for mid in phi_modules},
             }
         )
 
-    def training(self, **kwargs):
-        """TRPO's `.training(...)` plus the kappa settings (keyword-only)."""
+    def training(self, *, phi_fit=None, **kwargs):
+        """TRPO's `.training(...)` plus the kappa settings and `phi_fit` (keyword-only)."""
         self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
+        self._set_given({"phi_fit": phi_fit})
         return super().training(**kwargs)
+
+    def _kappa_plan_options(self) -> dict:
+        return {"phi_fit": self.phi_fit}
 
     def get_default_learner_class(self):
         from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import KappaTRPOTorchLearner
@@ -61,46 +70,41 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
 
 
 class KappaPITRPOConfig(KappaTRPOConfig):
-    kappa_variant = "pi"
+    kappa_variant = PI
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or KappaPITRPO)
 
 
 class KappaVITRPOConfig(KappaTRPOConfig):
-    kappa_variant = "vi"
+    kappa_variant = VI
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or KappaVITRPO)
 
 
-class KappaTRPO(KappaStateMixin, TRPO):
+class KappaTRPO(KappaLoopMixin, TRPO):
     def setup(self, config) -> None:
         super().setup(config)
         self.phases = KappaPhaseMachine(
             total_steps=self.config.schedule_length,
             num_iterations=self.config.num_kappa_iterations,
-            with_evaluation_phase=False,
+            with_evaluation_phase=False,  # V_phi's work happens inside the batches' updates
             unit="batches",
         )
         self.counters = {"env_steps": 0}
 
-    def training_step(self) -> None:
-        self._check_not_done()
-        self.counters["env_steps"] += self._trpo_iteration(self.config.train_batch_size)
+    def _units_per_training_step(self) -> int:
+        return 1  # one RLlib iteration = one batch = one TRPO update
+
+    def _improvement_step(self, max_units: int) -> int:
+        ends_iteration = self.phases.steps_left_in_phase() == 1
+        self.counters["env_steps"] += self._trpo_iteration(
+            self.config.train_batch_size, end_of_kappa_iteration=ends_iteration
+        )
         self.phases.record_steps(1)
         self.phases.record_updates(1)
-        if self.phases.improvement_complete():
-            self._end_kappa_iteration()
-            self.phases.end_improvement()
-
-    def _end_kappa_iteration(self) -> None:
-        if self.config.kappa == 1.0:
-            return  # V_phi has weight gamma (1 - kappa) = 0: nothing to evaluate
-        if self.config.kappa_variant == "pi":
-            self.learner_group.foreach_learner(lambda learner: learner.fit_value_phi())
-        else:
-            self.learner_group.foreach_learner(lambda learner: learner.copy_value_theta_to_phi())
+        return 1
 
 
 class KappaPITRPO(KappaTRPO):

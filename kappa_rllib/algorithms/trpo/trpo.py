@@ -22,19 +22,19 @@ from ray.rllib.utils.metrics import (
 
 from kappa_rllib import envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin
-from kappa_rllib.algorithms.common import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
 from kappa_rllib.schedule import validate_gamma
 
 _TRPO_SETTINGS = (
     "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
-    "vf_lr", "vf_epochs", "vf_minibatch_size",
+    "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample",
 )
 
 
 class TRPOConfig(EnvIdMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TRPO)
-        # Paper Table 4 / authors' code (NOTES.md Sec. 1-2)
+        # The paper's Table 4 and the authors' code (docs/paper-settings.md)
         self.train_batch_size = 1024  # env steps per TRPO iteration (M)
         self.gamma = 0.99
         self.lambda_ = 1.0
@@ -46,6 +46,11 @@ class TRPOConfig(EnvIdMixin, AlgorithmConfig):
         self.vf_lr = 1e-3
         self.vf_epochs = 5
         self.vf_minibatch_size = 128
+        # The authors' code differs here (docs/paper-settings.md, "Differences"): it accepts a
+        # line-search step with KL up to 1.5 x max_kl and computes Fisher-vector products on
+        # every 5th sample. 1.0 and 1 are TRPO as published.
+        self.kl_accept_factor = 1.0
+        self.fvp_subsample = 1
         self.lr = 0.0  # unused: the policy moves by the natural-gradient step, values by vf_lr
         # Separate policy and value networks (no shared layers); see also the log-std below.
         self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
@@ -86,12 +91,15 @@ class TRPOConfig(EnvIdMixin, AlgorithmConfig):
         validate_gamma(self.gamma)
         if not 0.0 <= self.lambda_ <= 1.0:
             raise ValueError(f"lambda must lie in [0, 1], got {self.lambda_!r}")
+        if not (isinstance(self.kl_accept_factor, (int, float)) and self.kl_accept_factor >= 1.0):
+            raise ValueError(f"kl_accept_factor must be a number >= 1, got {self.kl_accept_factor!r}")
         for name in ("max_kl", "cg_damping", "vf_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size"):
+        for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size",
+                     "fvp_subsample"):
             value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.num_learners > 1:
             raise ValueError(
@@ -112,12 +120,15 @@ class TRPO(Algorithm):
     def training_step(self) -> None:
         self._trpo_iteration(self.config.train_batch_size)
 
-    def _trpo_iteration(self, num_env_steps: int) -> int:
-        """Sample one batch, one TRPO update, new weights to the EnvRunners; returns steps sampled."""
+    def _trpo_iteration(self, num_env_steps: int, **learner_kwargs) -> int:
+        """Sample one batch, one TRPO update, new weights to the EnvRunners; returns steps sampled.
+
+        `learner_kwargs` reach the learner's `after_value_fit` with this batch.
+        """
         episodes = sample_env_steps(self, num_env_steps)
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         results = self.learner_group.update(
-            episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}
+            episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, **learner_kwargs
         )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
         sync_env_runner_weights(self)

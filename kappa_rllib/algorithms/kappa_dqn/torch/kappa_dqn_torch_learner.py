@@ -22,8 +22,9 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID, KappaDQNLearner
+from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import KappaDQNLearner
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
+from kappa_rllib.variant import PHI_MODULE_ID
 
 SHAPED_REWARD_MEAN_KEY = "shaped_reward_mean"
 V_PHI_MEAN_KEY = "v_phi_next_mean"
@@ -31,6 +32,18 @@ V_PHI_MEAN_KEY = "v_phi_next_mean"
 
 def _gather(q: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     return q.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def learning_rewards(config, rewards: torch.Tensor) -> torch.Tensor:
+    """The rewards the losses see. RLlib's `clip_rewards`: True = sign(r) (DeepMind's Atari
+    clipping), a number c = clip to [-c, c], None/False = raw. The replay buffer and the
+    reported episode returns keep the raw game reward."""
+    clip = config.clip_rewards
+    if clip is True:
+        return torch.sign(rewards)
+    if clip:
+        return torch.clamp(rewards, -float(clip), float(clip))
+    return rewards
 
 
 class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
@@ -61,12 +74,11 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
     def improvement_target(self, config, batch, fwd_out):
         """Q_theta target: r(kappa, V_phi) + gamma kappa max_a Q'_theta(s', a) (Alg. 5/6, l. 9)."""
         q_target_next = fwd_out[QF_TARGET_NEXT_PREDS]  # Q'_theta(s', .)
-        rewards, terminateds = batch[Columns.REWARDS], batch[Columns.TERMINATEDS].float()
-        if config.kappa == 1.0:
-            # gamma (1 - kappa) = 0: no shaping term, and no need to evaluate V_phi.
-            v_phi_next = torch.zeros_like(rewards)
-        else:
+        rewards, terminateds = learning_rewards(config, batch[Columns.REWARDS]), batch[Columns.TERMINATEDS].float()
+        if config.kappa_plan.uses_v_phi:
             v_phi_next = self.v_phi(config, batch[Columns.NEXT_OBS], q_target_next)
+        else:  # gamma (1 - kappa) = 0: no shaping term, and no need to evaluate V_phi
+            v_phi_next = torch.zeros_like(rewards)
         target = surrogate_td_target(
             rewards,
             v_phi_next,
@@ -79,12 +91,17 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         return target, {SHAPED_REWARD_MEAN_KEY: shaped.mean(), V_PHI_MEAN_KEY: v_phi_next.mean()}
 
     def v_phi(self, config, next_obs, q_target_theta_next):
-        """V_phi(s'): kappa-PI: Q_phi(s', argmax_a Q'_theta(s', a)) (Alg. 5, line 10);
-        kappa-VI: max_a Q_phi(s', a) (Alg. 6, line 10)."""
-        q_phi_next = self.module[PHI_MODULE_ID].unwrapped().compute_q_values(
-            {Columns.OBS: next_obs}
-        )[QF_PREDS]
-        if config.kappa_variant == "pi":
+        """V_phi(s'), `v_phi_source="paper"`: kappa-PI: Q_phi(s', argmax_a Q'_theta(s', a))
+        (Alg. 5, line 10); kappa-VI: max_a Q_phi(s', a) (Alg. 6, line 10).
+        `v_phi_source="authors"` (their code, both variants): the target Q'_phi(s', .) at the
+        online Q_theta's greedy action (their epsilon-greedy exploration of a' is not copied)."""
+        phi = self.module[PHI_MODULE_ID].unwrapped()
+        if config.v_phi_source == "authors":
+            q_phi_next = phi.forward_target({Columns.OBS: next_obs})[QF_PREDS]
+            q_theta_next = self.module[DEFAULT_MODULE_ID].unwrapped().compute_q_values({Columns.OBS: next_obs})
+            return _gather(q_phi_next, q_theta_next[QF_PREDS].argmax(dim=-1))
+        q_phi_next = phi.compute_q_values({Columns.OBS: next_obs})[QF_PREDS]
+        if config.kappa_plan.evaluates_phi:  # Q_phi evaluates pi_i = argmax_a Q'_theta
             return _gather(q_phi_next, q_target_theta_next.argmax(dim=-1))
         return q_phi_next.max(dim=-1).values
 
@@ -97,4 +114,4 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         pi_next = q_target_theta_next.argmax(dim=-1)
         q_target_phi_next = _gather(fwd_out[QF_TARGET_NEXT_PREDS], pi_next)
         terminateds = batch[Columns.TERMINATEDS].float()
-        return batch[Columns.REWARDS] + config.gamma * (1.0 - terminateds) * q_target_phi_next
+        return learning_rewards(config, batch[Columns.REWARDS]) + config.gamma * (1.0 - terminateds) * q_target_phi_next

@@ -3,6 +3,15 @@
     R_j(kappa, V_phi) = sum_t (gamma kappa)^(t-j) [r_t + gamma (1 - kappa) V_phi(s_{t+1})]
     V_theta is fitted to R_j; the policy step uses advantages R_j - V_theta(s_j).
 With V_phi = V_theta these advantages are GAE(gamma, lambda = kappa) (paper, Sec. 6).
+
+Which network is "V_phi" in R_j (docs/paper-settings.md, "V_phi in kappa-PI-TRPO"):
+  * kappa-PI: `PHI_SHAPING_MODULE_ID`, a frozen snapshot of the trained V_phi
+    (`PHI_MODULE_ID`). V_phi is fitted to the plain returns rho_j on every batch (the authors'
+    code; `phi_fit="every_batch"`) or only on an iteration's last batch (Alg. 7 read literally;
+    `phi_fit="iteration_end"`); the snapshot is refreshed from it when a kappa-iteration ends.
+  * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends (Alg. 8, line 11).
+The algorithm says which batch ends an iteration through the update call's
+`end_of_kappa_iteration=True`, so that batch's data never has to outlive the call.
 """
 
 from __future__ import annotations
@@ -10,39 +19,68 @@ from __future__ import annotations
 import numpy as np
 
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 
-from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import TRPOTorchLearner
+from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import TRPOTorchLearner, copy_value_net
 from kappa_rllib.returns import kappa_returns, plain_returns
+from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 
-VALUE_PHI_MODULE_ID = "kappa_value_phi"
+# The plain return rho_j (Alg. 7, line 8), V_phi's regression target; no RLlib column exists for it.
+PHI_VALUE_TARGETS = "kappa_phi_value_targets"
 
 
 class KappaTRPOTorchLearner(TRPOTorchLearner):
+    def build(self) -> None:
+        super().build()
+        self.plan = self.config.kappa_plan
+        if self.plan.evaluates_phi:  # the first iteration shapes with V_phi's initial weights
+            self._refresh_phi_snapshot()
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        # V_theta always trains; V_phi only where it is evaluated (kappa-PI). The kappa-VI copy
+        # and the kappa-PI snapshot only ever receive weights: no optimizer.
+        if module_id == DEFAULT_MODULE_ID or (module_id == PHI_MODULE_ID and config.kappa_plan.evaluates_phi):
+            super().configure_optimizers_for_module(module_id, config)
+
+    @property
+    def shaping_module_id(self) -> str:
+        """The network whose values enter the shaped reward r + gamma (1 - kappa) V_phi(s')."""
+        return PHI_SHAPING_MODULE_ID if self.plan.evaluates_phi else PHI_MODULE_ID
+
     def value_module_ids(self) -> list[str]:
-        if self.config.kappa == 1.0:  # the shaping weight gamma (1 - kappa) is 0
+        if not self.plan.uses_v_phi:  # the shaping weight gamma (1 - kappa) is 0
             return [DEFAULT_MODULE_ID]
-        return [DEFAULT_MODULE_ID, VALUE_PHI_MODULE_ID]
+        ids = [DEFAULT_MODULE_ID, self.shaping_module_id]
+        if self.plan.evaluates_phi:
+            ids.append(PHI_MODULE_ID)  # bootstraps rho_j at truncations and the batch end
+        return ids
 
     def advantages_and_targets(self, chunk, values):
         v_theta = values[DEFAULT_MODULE_ID]
-        v_phi = values.get(VALUE_PHI_MODULE_ID, np.zeros_like(v_theta))
-        cfg = self.config
-        returns = kappa_returns(chunk["rewards"], v_phi, v_theta[-1], chunk["terminated"], cfg.gamma, cfg.kappa)
-        out = {"advantages": returns - v_theta[:-1], "value_targets": returns}
-        if cfg.kappa_variant == "pi" and cfg.kappa < 1.0:
-            # rho_j, for the end-of-iteration V_phi fit; bootstrapped with V_phi, the estimate
-            # of the original MDP's value
-            out["value_phi_targets"] = plain_returns(chunk["rewards"], v_phi[-1], chunk["terminated"], cfg.gamma)
+        v_shaping = values.get(self.shaping_module_id, np.zeros_like(v_theta))
+        cfg, rewards, terminated = self.config, chunk[Columns.REWARDS], chunk["terminated"]
+        returns = kappa_returns(rewards, v_shaping, v_theta[-1], terminated, cfg.gamma, cfg.kappa)
+        out = {Columns.ADVANTAGES: returns - v_theta[:-1], Columns.VALUE_TARGETS: returns}
+        if self.plan.evaluates_phi:
+            # rho_j bootstraps with the trained V_phi: the current estimate of the original MDP's value
+            out[PHI_VALUE_TARGETS] = plain_returns(rewards, values[PHI_MODULE_ID][-1], terminated, cfg.gamma)
         return out
 
-    def fit_value_phi(self) -> float:
-        """kappa-PI: fit V_phi to rho_j of the iteration's last batch (Alg. 7, lines 12-13)."""
-        return self.fit_values(VALUE_PHI_MODULE_ID, self.last_batch["obs"], self.last_batch["value_phi_targets"])
+    def after_value_fit(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> None:
+        """V_phi's work on this batch; the kappa-iteration's closing copy if it is the last one."""
+        plan = self.plan
+        if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
+            self.fit_values(PHI_MODULE_ID, data[Columns.OBS], data[PHI_VALUE_TARGETS])  # Alg. 7, line 13
+        if end_of_kappa_iteration:
+            if plan.evaluates_phi:
+                self._refresh_phi_snapshot()
+            elif plan.copies_theta_to_phi:
+                self.copy_value_theta_to_phi()
+
+    def _refresh_phi_snapshot(self) -> None:
+        """V_phi_shaping <- V_phi: the next kappa-iteration's surrogate MDP is fixed."""
+        copy_value_net(self.module[PHI_MODULE_ID].unwrapped(), self.module[PHI_SHAPING_MODULE_ID].unwrapped())
 
     def copy_value_theta_to_phi(self) -> None:
         """kappa-VI: V_phi <- V_theta (Alg. 8, line 11)."""
-        theta = self.module[DEFAULT_MODULE_ID].unwrapped()
-        phi = self.module[VALUE_PHI_MODULE_ID].unwrapped()
-        phi.encoder.critic_encoder.load_state_dict(theta.encoder.critic_encoder.state_dict())
-        phi.vf.load_state_dict(theta.vf.state_dict())
-
+        copy_value_net(self.module[DEFAULT_MODULE_ID].unwrapped(), self.module[PHI_MODULE_ID].unwrapped())

@@ -16,6 +16,7 @@ import torch
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import ENTROPY_KEY, VF_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 
@@ -37,8 +38,18 @@ def value_parameters(module) -> list[torch.nn.Parameter]:
     return list(module.encoder.critic_encoder.parameters()) + list(module.vf.parameters())
 
 
+@torch.no_grad()
+def copy_value_net(source, target) -> None:
+    """target's value net (critic encoder + head) <- source's; the policy part is untouched."""
+    for src, dst in zip(value_parameters(source), value_parameters(target)):
+        dst.copy_(src)
+
+
 def trajectory_chunks(episodes) -> list[dict]:
-    """Episode chunks as arrays: obs s_0..s_n, actions, rewards, and whether s_n is terminal."""
+    """Episode chunks as arrays: obs s_0..s_n, actions, rewards, and whether s_n is terminal.
+
+    Keys are RLlib's column names; a chunk's `Columns.OBS` holds n + 1 observations.
+    """
     chunks = []
     for ep in episodes:
         n = len(ep)
@@ -46,9 +57,9 @@ def trajectory_chunks(episodes) -> list[dict]:
             continue
         chunks.append(
             {
-                "obs": np.asarray(ep.get_observations(slice(0, n + 1)), dtype=np.float32),
-                "actions": np.asarray(ep.get_actions(slice(0, n))),
-                "rewards": np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float64),
+                Columns.OBS: np.asarray(ep.get_observations(slice(0, n + 1)), dtype=np.float32),
+                Columns.ACTIONS: np.asarray(ep.get_actions(slice(0, n))),
+                Columns.REWARDS: np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float64),
                 "terminated": bool(ep.is_terminated),
             }
         )
@@ -77,12 +88,20 @@ class TRPOTorchLearner(TorchLearner):
 
     # ----- one TRPO iteration
     def update(self, *, training_data=None, timesteps=None, **kwargs):
+        """One sample batch: targets, the policy step, the V_theta fit, then `after_value_fit`.
+
+        Keyword arguments of `LearnerGroup.update(...)` reach `after_value_fit`, so data and
+        flags for this batch travel with the call (nothing is left on the learner for later).
+        """
         training_data.solve_refs()
         data = self.build_train_data(trajectory_chunks(training_data.episodes))
-        self.last_batch = data
         self.policy_step(data)
-        self.fit_values(DEFAULT_MODULE_ID, data["obs"], data["value_targets"])
+        self.fit_values(DEFAULT_MODULE_ID, data[Columns.OBS], data[Columns.VALUE_TARGETS])
+        self.after_value_fit(data, **kwargs)
         return self.metrics.reduce()
+
+    def after_value_fit(self, data: dict, **kwargs) -> None:
+        """Hook for more work on the same batch (kappa-TRPO: V_phi). TRPO: nothing."""
 
     def value_module_ids(self) -> list[str]:
         """Modules whose value function `advantages_and_targets` reads."""
@@ -91,16 +110,16 @@ class TRPOTorchLearner(TorchLearner):
     @torch.no_grad()
     def chunk_values(self, chunks) -> list[dict]:
         """V(s_0..s_n) of each chunk, for every module in `value_module_ids()`, in one pass each."""
-        all_obs = torch.as_tensor(np.concatenate([c["obs"] for c in chunks]))
-        bounds = np.cumsum([0] + [len(c["obs"]) for c in chunks])
+        all_obs = torch.as_tensor(np.concatenate([c[Columns.OBS] for c in chunks]))
+        bounds = np.cumsum([0] + [len(c[Columns.OBS]) for c in chunks])
         per_module = {
             mid: self.module[mid].unwrapped().compute_values({Columns.OBS: all_obs}).numpy().astype(np.float64)
-            for mid in self.value_module_ids()
+            for mid in dict.fromkeys(self.value_module_ids())
         }
         return [{mid: v[bounds[i] : bounds[i + 1]] for mid, v in per_module.items()} for i in range(len(chunks))]
 
     def advantages_and_targets(self, chunk: dict, values: dict) -> dict:
-        """Per-step arrays of one chunk: at least "advantages" and "value_targets".
+        """Per-step arrays of one chunk: at least `Columns.ADVANTAGES` and `Columns.VALUE_TARGETS`.
 
         TRPO / GAE baseline: GAE(gamma, lambda) advantages; the value net is fitted to the
         discounted return sum_t gamma^t r_t (the paper's GAE baseline, not the lambda-return).
@@ -108,16 +127,16 @@ class TRPOTorchLearner(TorchLearner):
         v = values[DEFAULT_MODULE_ID]
         cfg = self.config
         return {
-            "advantages": gae_advantages(chunk["rewards"], v, chunk["terminated"], cfg.gamma, cfg.lambda_),
-            "value_targets": plain_returns(chunk["rewards"], v[-1], chunk["terminated"], cfg.gamma),
+            Columns.ADVANTAGES: gae_advantages(chunk[Columns.REWARDS], v, chunk["terminated"], cfg.gamma, cfg.lambda_),
+            Columns.VALUE_TARGETS: plain_returns(chunk[Columns.REWARDS], v[-1], chunk["terminated"], cfg.gamma),
         }
 
     def build_train_data(self, chunks) -> dict:
         """The flat batch: obs, actions and the concatenated `advantages_and_targets` arrays."""
         per_chunk = [self.advantages_and_targets(c, v) for c, v in zip(chunks, self.chunk_values(chunks))]
         data = {
-            "obs": torch.as_tensor(np.concatenate([c["obs"][:-1] for c in chunks])),
-            "actions": torch.as_tensor(np.concatenate([c["actions"] for c in chunks])),
+            Columns.OBS: torch.as_tensor(np.concatenate([c[Columns.OBS][:-1] for c in chunks])),
+            Columns.ACTIONS: torch.as_tensor(np.concatenate([c[Columns.ACTIONS] for c in chunks])),
         }
         for key in per_chunk[0]:
             data[key] = torch.as_tensor(np.concatenate([p[key] for p in per_chunk]), dtype=torch.float32)
@@ -129,25 +148,30 @@ class TRPOTorchLearner(TorchLearner):
         module = self.module[DEFAULT_MODULE_ID].unwrapped()
         params = policy_parameters(module)
         dist_cls = module.get_train_action_dist_cls()
-        obs, actions = data["obs"], data["actions"]
-        adv = data["advantages"]
+        obs, actions = data[Columns.OBS], data[Columns.ACTIONS]
+        adv = data[Columns.ADVANTAGES]
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
 
         with torch.no_grad():
-            old_dist = dist_cls.from_logits(module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS])
+            old_inputs = module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+            old_dist = dist_cls.from_logits(old_inputs)
             old_logp = old_dist.logp(actions)
 
-        def surrogate_kl_entropy():
-            dist = dist_cls.from_logits(module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS])
+        def surrogate_kl_entropy(rows=slice(None)):
+            o, a = obs[rows], actions[rows]
+            dist = dist_cls.from_logits(module.forward_train({Columns.OBS: o})[Columns.ACTION_DIST_INPUTS])
             entropy = dist.entropy().mean()
-            surrogate = (torch.exp(dist.logp(actions) - old_logp) * adv).mean() + cfg.entropy_coeff * entropy
-            return surrogate, old_dist.kl(dist).mean(), entropy
+            surrogate = (torch.exp(dist.logp(a) - old_logp[rows]) * adv[rows]).mean() + cfg.entropy_coeff * entropy
+            old = old_dist if rows == slice(None) else dist_cls.from_logits(old_inputs[rows])
+            return surrogate, old.kl(dist).mean(), entropy
 
         surrogate, _, entropy = surrogate_kl_entropy()
         g = flat_grad(surrogate, params)
+        # Fisher-vector products on every `fvp_subsample`-th sample (1: all; the authors' code: 5)
+        fvp_rows = slice(None, None, cfg.fvp_subsample) if cfg.fvp_subsample > 1 else slice(None)
 
         def fisher_vector_product(v):
-            _, kl, _ = surrogate_kl_entropy()
+            _, kl, _ = surrogate_kl_entropy(fvp_rows)
             grad_kl = flat_grad(kl, params, create_graph=True)
             return flat_grad(grad_kl @ v, params) + cfg.cg_damping * v
 
@@ -161,7 +185,7 @@ class TRPOTorchLearner(TorchLearner):
             return s.item(), kl.item()
 
         search = backtracking_line_search(
-            params, full_step, evaluate, surrogate.item(), cfg.max_kl, cfg.line_search_steps
+            params, full_step, evaluate, surrogate.item(), cfg.max_kl * cfg.kl_accept_factor, cfg.line_search_steps
         )
         stats = {
             "mean_kl": search["kl"],
@@ -169,7 +193,7 @@ class TRPOTorchLearner(TorchLearner):
             "step_accepted": float(search["accepted"]),
             "surrogate_improvement": search["surrogate"] - surrogate.item(),
             "expected_improvement": (g @ full_step).item(),
-            "entropy": entropy.item(),
+            ENTROPY_KEY: entropy.item(),
         }
         self.metrics.log_dict(stats, key=DEFAULT_MODULE_ID, window=1)
         return stats
@@ -199,5 +223,5 @@ class TRPOTorchLearner(TorchLearner):
                 optimizer.step()
                 losses.append(loss.item())
         value_loss = float(np.mean(losses))
-        self.metrics.log_value((module_id, "vf_loss"), value_loss, window=1)
+        self.metrics.log_value((module_id, VF_LOSS_KEY), value_loss, window=1)
         return value_loss

@@ -1,0 +1,94 @@
+"""The outer loop that Algorithms 5-8 share, with the phase machine in results and checkpoints.
+
+    for i = 0 .. N_kappa - 1:                                   (paper, Algorithms 5-8, line 3)
+        improvement: solve M_{gamma kappa}(V_phi) for T_kappa units  -> `_improvement_step`
+        kappa-PI-DQN: evaluate the improved policy (TD(0) on Q_phi)  -> `_evaluation_step`
+        close the iteration (kappa-VI: phi <- theta; ...)            -> `_end_improvement`
+
+`KappaLoopMixin.training_step` walks `kappa_rllib.phases.KappaPhaseMachine` and calls the hooks;
+each family (kappa-DQN, kappa-TRPO) only says what one improvement step, one evaluation step and
+the end of an improvement phase are. What a variant does with V_phi is `config.kappa_plan`
+(`kappa_rllib.variant`).
+"""
+
+from __future__ import annotations
+
+from kappa_rllib.algorithms.sampling import sync_env_runner_weights
+from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
+
+
+class KappaLoopMixin:
+    """Mixed in before an RLlib `Algorithm`: `training_step`, `result["kappa"]`, `done`, and the
+    checkpointed kappa state (`self.phases`, `self.counters`, plus `_extra_kappa_state`)."""
+
+    phases: KappaPhaseMachine
+    counters: dict
+
+    # ----- hooks of a family
+    def _units_per_training_step(self) -> int:
+        """Schedule units (env steps or batches) one `Algorithm.train()` call covers at most."""
+        raise NotImplementedError
+
+    def _improvement_step(self, max_units: int) -> int:
+        """Progress the improvement phase by 1..`max_units` units (never past its end)."""
+        raise NotImplementedError
+
+    def _evaluation_step(self) -> None:
+        """Progress the evaluation phase (only families whose phase machine has one)."""
+        raise NotImplementedError
+
+    def _end_improvement(self) -> None:
+        """Work that closes an improvement phase (before the phase machine moves on)."""
+
+    # ----- the loop
+    def training_step(self) -> None:
+        self._check_not_done()
+        budget, used = self._units_per_training_step(), 0
+        while not self.phases.done and used < budget:
+            if self.phases.phase == EVALUATION:
+                self._evaluation_step()
+                if self.phases.evaluation_complete():
+                    self.phases.end_evaluation()
+            else:
+                used += self._improvement_step(budget - used)
+                if self.phases.improvement_complete():
+                    self._end_improvement()
+                    self.phases.end_improvement()
+
+    def _check_not_done(self) -> None:
+        if self.phases.done:
+            raise RuntimeError(
+                f"the kappa schedule is complete: all total_env_steps={self.config.total_env_steps} "
+                "were used; build a new algorithm (or raise total_env_steps) to train further"
+            )
+
+    # ----- results and checkpoints
+    def step(self):
+        result = super().step()
+        result["kappa"] = {**self.phases.report(), **self.counters}
+        if self.phases.done:
+            result["done"] = True  # Tune stops the trial when the schedule is used up
+        return result
+
+    def get_state(self, components=None, *, not_components=None, **kwargs):
+        state = super().get_state(components, not_components=not_components, **kwargs)
+        state["kappa"] = {
+            "phases": self.phases.get_state(),
+            "counters": dict(self.counters),
+            **self._extra_kappa_state(),
+        }
+        return state
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "kappa" in state:
+            self.phases = KappaPhaseMachine.from_state(state["kappa"]["phases"])
+            self.counters = dict(state["kappa"]["counters"])
+            self._set_extra_kappa_state(state["kappa"])
+            sync_env_runner_weights(self)
+
+    def _extra_kappa_state(self) -> dict:
+        return {}
+
+    def _set_extra_kappa_state(self, state: dict) -> None:
+        pass

@@ -1,0 +1,68 @@
+"""Which kappa variant does what: the one place that decides it (imports neither Ray nor torch).
+
+Paper, Algorithms 5-8. Every kappa algorithm solves the surrogate MDP M_{gamma kappa}(V_phi) with
+the shaped reward r + gamma (1 - kappa) V_phi(s'); the variants differ only in how V_phi is
+produced between two kappa-iterations:
+
+  * kappa-PI (Algorithms 5, 7): V_phi *evaluates* the improved policy (TD(0) on Q_phi for DQN,
+    a regression of V_phi on the plain returns rho_j for TRPO);
+  * kappa-VI (Algorithms 6, 8): V_phi is a *copy* of the surrogate's own value (phi <- theta).
+
+With kappa = 1 the shaping weight gamma (1 - kappa) is 0: V_phi is never read, so it is neither
+evaluated nor copied, and every algorithm is exactly its base (DQN, TRPO).
+
+Module ids (one vocabulary for both families):
+  * `PHI_MODULE_ID`: the evaluation network, Q_phi (DQN) or V_phi (TRPO), learner-only;
+  * `PHI_SHAPING_MODULE_ID`: kappa-PI-TRPO only, the frozen snapshot of V_phi that the shaped
+    reward and R_j read while V_phi itself trains on every batch (see `PHI_FIT_*`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PHI_MODULE_ID = "kappa_phi"
+PHI_SHAPING_MODULE_ID = "kappa_phi_shaping"
+
+PI, VI = "pi", "vi"
+VARIANTS = (PI, VI)
+
+# kappa-PI-TRPO's V_phi schedule (docs/paper-settings.md, "V_phi in kappa-PI-TRPO"):
+PHI_FIT_EVERY_BATCH = "every_batch"  # the authors' code: fit V_phi on every batch, snapshot at iteration end
+PHI_FIT_ITERATION_END = "iteration_end"  # Alg. 7 read literally: one fit on the iteration's last batch
+PHI_FITS = (PHI_FIT_EVERY_BATCH, PHI_FIT_ITERATION_END)
+
+
+@dataclass(frozen=True)
+class KappaPlan:
+    """What a configured kappa algorithm does with V_phi; derived once from the config."""
+
+    variant: str  # PI or VI
+    kappa: float
+    phi_fit: str = PHI_FIT_EVERY_BATCH  # kappa-PI-TRPO only
+
+    def __post_init__(self):
+        if self.variant not in VARIANTS:
+            raise ValueError(f"kappa variant must be one of {VARIANTS}, got {self.variant!r}")
+        if self.phi_fit not in PHI_FITS:
+            raise ValueError(f"phi_fit must be one of {PHI_FITS}, got {self.phi_fit!r}")
+
+    @property
+    def uses_v_phi(self) -> bool:
+        """V_phi enters the shaped reward (its weight gamma (1 - kappa) is not 0)."""
+        return self.kappa < 1.0
+
+    @property
+    def evaluates_phi(self) -> bool:
+        """kappa-PI: V_phi is trained to evaluate the current policy."""
+        return self.uses_v_phi and self.variant == PI
+
+    @property
+    def copies_theta_to_phi(self) -> bool:
+        """kappa-VI: phi <- theta closes every kappa-iteration."""
+        return self.uses_v_phi and self.variant == VI
+
+    @property
+    def fits_phi_every_batch(self) -> bool:
+        """kappa-PI-TRPO with the authors' schedule: one V_phi fit per sample batch."""
+        return self.evaluates_phi and self.phi_fit == PHI_FIT_EVERY_BATCH
