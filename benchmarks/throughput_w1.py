@@ -1,4 +1,4 @@
-"""Workload W1 (NOTES.md Sec. 4): env steps/s of kappa-DQN on RLlib beside a minimal torch loop.
+"""Workload W1: env steps/s of kappa-DQN on RLlib beside a minimal torch loop.
 
 W1: CartPole-v1, MLP 2x64, batch 32, one gradient update per 4 env steps, uniform replay 50k,
 target copy every 500 env steps, learning starts at 1000, 20k env steps. All runs happen in this

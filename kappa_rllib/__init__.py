@@ -1,48 +1,44 @@
-"""kappa-rllib: multi-step greedy RL (Tomar, Efroni & Ghavamzadeh, ICML 2020) on Ray RLlib."""
+"""kappa-rllib: multi-step greedy RL (Tomar, Efroni & Ghavamzadeh, ICML 2020) on Ray RLlib.
 
-from kappa_rllib.algorithms.kappa_dqn import (
-    KappaPIDQN,
-    KappaPIDQNConfig,
-    KappaVIDQN,
-    KappaVIDQNConfig,
-)
-from kappa_rllib.algorithms.kappa_trpo import (
-    KappaPITRPO,
-    KappaPITRPOConfig,
-    KappaVITRPO,
-    KappaVITRPOConfig,
-)
-from kappa_rllib.algorithms.trpo import TRPO, TRPOConfig
+`import kappa_rllib` (and its maths modules: `schedule`, `dp`, `variant`, `shaping`, `returns`)
+loads neither Ray nor torch. The algorithms load on first use, e.g.
+`from kappa_rllib import KappaPIDQNConfig`; that also registers their names with Tune (again
+after every `ray.init`), as does an explicit `kappa_rllib.register_with_tune()`.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
-__all__ = [
-    "KappaPIDQN", "KappaPIDQNConfig", "KappaVIDQN", "KappaVIDQNConfig",
-    "KappaPITRPO", "KappaPITRPOConfig", "KappaVITRPO", "KappaVITRPOConfig",
-    "TRPO", "TRPOConfig", "register_with_tune",
-]
+
+_LAZY = {
+    "KappaPIDQN": "kappa_rllib.algorithms.kappa_dqn",
+    "KappaPIDQNConfig": "kappa_rllib.algorithms.kappa_dqn",
+    "KappaVIDQN": "kappa_rllib.algorithms.kappa_dqn",
+    "KappaVIDQNConfig": "kappa_rllib.algorithms.kappa_dqn",
+    "KappaPITRPO": "kappa_rllib.algorithms.kappa_trpo",
+    "KappaPITRPOConfig": "kappa_rllib.algorithms.kappa_trpo",
+    "KappaVITRPO": "kappa_rllib.algorithms.kappa_trpo",
+    "KappaVITRPOConfig": "kappa_rllib.algorithms.kappa_trpo",
+    "TRPO": "kappa_rllib.algorithms.trpo",
+    "TRPOConfig": "kappa_rllib.algorithms.trpo",
+}
+__all__ = [*_LAZY, "register_with_tune"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kappa_rllib' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
 
 
 def register_with_tune() -> None:
     """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN")."""
-    from ray.tune.registry import register_trainable
+    from kappa_rllib.algorithms import register_with_tune as register
 
-    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO):
-        register_trainable(cls.__name__, cls)
-
-
-def _register_on_every_ray_init() -> None:
-    # Tune's registry lives in the Ray cluster's key-value store: a registration made before
-    # `ray.init` is flushed to the first cluster only. Registering again after every
-    # `ray.init` (as Tune's own registry does, through the same hook list) keeps the names
-    # valid after `ray.shutdown()` and a new `ray.init()` in the same process.
-    register_with_tune()
-    try:
-        from ray._private import worker
-
-        if register_with_tune not in worker._post_init_hooks:
-            worker._post_init_hooks.append(register_with_tune)
-    except (ImportError, AttributeError):  # pragma: no cover - private API moved
-        pass
-
-
-_register_on_every_ray_init()
+    register()

@@ -2,7 +2,8 @@
 
 A chunk is n consecutive steps of one episode: rewards r_0..r_{n-1} and n+1 observations
 s_0..s_n. If the episode terminated at s_n, nothing is bootstrapped there; otherwise (a
-time-limit truncation, or the end of the sample batch) the value of s_n is (NOTES.md Sec. 1).
+time-limit truncation, or the end of the sample batch) the value of s_n is
+bootstrapped (docs/paper-settings.md, "The schedule").
 
 kappa-PI/VI-TRPO (paper, Algorithms 7 and 8):
     R_j(kappa, V_phi) = sum_t (gamma kappa)^(t-j) r_t(kappa, V_phi) [+ (gamma kappa)^(n-j) V_theta(s_n)]

@@ -5,7 +5,7 @@ Paper, Sec. 3: the surrogate MDP M_{gamma kappa}(V) has discount gamma*kappa and
     r_t(kappa, V) = r_t + gamma (1 - kappa) V(s_{t+1}).
 
 V(s_{t+1}) is 0 when s_{t+1} is terminal; a time-limit truncation is not terminal, so the
-value is bootstrapped there (NOTES.md, Sec. 1). Works on torch tensors and numpy arrays.
+value is bootstrapped there (docs/paper-settings.md, "The schedule"). Works on torch tensors and numpy arrays.
 """
 
 from __future__ import annotations

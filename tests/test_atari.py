@@ -1,10 +1,21 @@
-"""The Atari path: DeepMind preprocessing, uint8 frames in replay, the Nature CNN, kappa updates."""
+"""The Atari path as the paper ran it: DeepMind preprocessing with fire-on-reset and an
+episodic-life signal, raw full-game scores reported, rewards clipped for learning only,
+uint8 frames in replay, and the Nature-DQN network."""
 
+import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
+from ray.rllib.core import DEFAULT_MODULE_ID
+
 from kappa_rllib import KappaPIDQNConfig, presets
-from kappa_rllib.envs import make_env
+from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import learning_rewards
+from kappa_rllib.envs import LifeLossSignal, make_env
+
+
+def atari_config():
+    return presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5")))
 
 
 def test_preprocessed_frames_are_84x84x4_uint8_channels_last():
@@ -12,16 +23,125 @@ def test_preprocessed_frames_are_84x84x4_uint8_channels_last():
     obs, _ = env.reset(seed=0)
     assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
     assert env.observation_space.shape == (84, 84, 4)
-    obs, reward, *_ = env.step(1)
-    assert -1.0 <= reward <= 1.0
+    obs, *_ = env.step(1)
     # the last frame of the stack is the newest: shifting the stack moves frames 1..3 to 0..2
     obs2, *_ = env.step(0)
     np.testing.assert_array_equal(obs2[..., :3], obs[..., 1:])
 
 
+def test_breakout_game_keeps_going_across_lost_lives():
+    """5 lives: 4 `life_lost` signals, then one terminal at game over; the game is never reset
+    in between, and the rewards are the game's (a brick row scores 1, 4 or 7)."""
+    env = make_env("ALE/Breakout-v5")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    lost, rewards, steps = 0, [], 0
+    while True:
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(4)))
+        steps += 1
+        lost += info["life_lost"]
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    assert terminated and lost == 4 and info["lives"] == 0
+    assert set(rewards) <= {0.0, 1.0, 4.0, 7.0}
+
+
+class ScriptedLivesGame(gym.Env):
+    """A scripted 'Atari' game: every internal frame-step scores 3 (> 1, so clipping shows);
+    a life is lost at internal steps 10 and 20 and the game ends at step 30 (3 lives).
+
+    Through `LifeLossSignal`: a new game fires (internal steps 1-2), agent steps cover internal
+    steps 3..30, each lost life adds a no-op, FIRE and action 2 inside the agent's step. So a
+    game is 22 agent steps, life losses at agent steps 8 and 15, and a raw score of 28 x 3 = 84.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def get_action_meanings(self):
+        return ["NOOP", "FIRE", "RIGHT"]
+
+    def _obs(self):
+        return np.full(4, self.t / 30.0, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {"lives": 3}
+
+    def step(self, action):
+        self.t += 1
+        lives = 3 - self.t // 10
+        return self._obs(), 3.0, self.t >= 30, False, {"lives": lives}
+
+
+SCRIPTED_ID = "kappa_rllib_test/ScriptedLivesGame-v0"
+gym.register(SCRIPTED_ID, entry_point=lambda: LifeLossSignal(ScriptedLivesGame()))
+
+
+def test_life_loss_signal_on_the_scripted_game():
+    env = gym.make(SCRIPTED_ID)
+    env.reset()
+    out = [env.step(0) for _ in range(22)]
+    assert [i for i, o in enumerate(out, start=1) if o[4]["life_lost"]] == [8, 15]
+    assert [o[2] for o in out] == [False] * 21 + [True]
+    assert sum(o[1] for o in out) == 84.0
+    assert out[7][1] == 12.0  # the step that lost a life: its own 3 plus no-op, FIRE, 2
+
+
+def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_terminals(ray_local):
+    config = (
+        KappaPIDQNConfig()
+        .environment(SCRIPTED_ID, clip_rewards=True)
+        .training(kappa=0.5, c_fa=0.5, total_env_steps=88, num_steps_sampled_before_learning_starts=22,
+                  env_steps_per_iteration=88, episodic_life=True, train_batch_size=8,
+                  replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 100})
+        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": []})
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    result = algo.train()
+    assert result["env_runners"]["episode_return_mean"] == 84.0  # raw, per full game
+    assert result["env_runners"]["episode_len_mean"] == 22
+    stored = algo.local_replay_buffer.get_state()["arrays"]
+    game = np.zeros(22)
+    game[[7, 14, 21]] = 1.0  # life losses, then game over
+    np.testing.assert_array_equal(stored["terminateds"], np.tile(game, 4))
+    assert set(stored["rewards"].tolist()) == {3.0, 12.0}  # raw in replay
+    algo.stop()
+
+
+def test_learning_rewards_are_clipped_only_when_asked():
+    r = torch.tensor([12.0, 3.0, 0.0, -0.5, -4.0])
+    torch.testing.assert_close(learning_rewards(atari_config(), r), torch.tensor([1.0, 1.0, 0.0, -1.0, -1.0]))
+    torch.testing.assert_close(learning_rewards(KappaPIDQNConfig(), r), r)
+    clip2 = KappaPIDQNConfig().environment(clip_rewards=2.0)
+    torch.testing.assert_close(learning_rewards(clip2, r), torch.tensor([2.0, 2.0, 0.0, -0.5, -2.0]))
+
+
+def test_episodic_life_needs_an_env_that_reports_life_loss(ray_local):
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(
+        kappa=0.5, c_fa=0.5, total_env_steps=64, env_steps_per_iteration=64, episodic_life=True)
+    algo = config.build_algo()
+    with pytest.raises(ValueError, match="episodic_life=True needs an env whose step info has 'life_lost'"):
+        algo.train()
+    algo.stop()
+
+
+def test_q_network_is_nature_dqn():
+    """Mnih et al. 2015: 32x8x8/4, 64x4x4/2, 64x3x3/1 with valid padding, 3,136 -> 512 -> actions."""
+    config = atari_config().environment("ALE/Breakout-v5")
+    module = config.build_learner(env=make_env("ALE/Breakout-v5")).module[DEFAULT_MODULE_ID].unwrapped()
+    shapes = [tuple(p.shape) for n, p in module.named_parameters() if not n.startswith("_target")]
+    assert shapes == [(32, 4, 8, 8), (32,), (64, 32, 4, 4), (64,), (64, 64, 3, 3), (64,),
+                      (512, 3136), (512,), (4, 512), (4,)]
+    assert sum(int(np.prod(s)) for s in shapes) == 1_686_180
+
+
 def test_kappa_pi_dqn_trains_on_breakout_frames(ray_local):
     torch.set_num_threads(1)
-    config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5")))
+    config = atari_config()
     config.environment("ALE/Breakout-v5").training(
         kappa=0.5, c_fa=0.5, total_env_steps=256, num_steps_sampled_before_learning_starts=64,
         env_steps_per_iteration=256, replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 512},

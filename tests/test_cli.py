@@ -28,6 +28,9 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "trpo", "--env", "Hopper-v5", "--lambda", "0.9"], "--lambda applies to --algo gae only"),
         (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--kappa", "0.5", "--c-fa", "0.001",
           "--total-steps", "10000"], "gives 9 TRPO iterations < N_kappa=346"),
+        (["train", "--algo", "kappa-vi-trpo", "--env", "Hopper-v5", "--phi-fit", "iteration_end"],
+         "--phi-fit applies to --algo kappa-pi-trpo only"),
+        (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-fit", "sometimes"], "invalid choice"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):
@@ -53,3 +56,29 @@ def test_train_writes_progress_results_and_checkpoint(tmp_path):
     assert results[-1]["kappa"]["phase"] == "done" and results[-1]["done"] is True
     assert (run_dir / "checkpoint" / "learner_group").is_dir()
     assert str(run_dir.resolve()) in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        # omitted flags keep each algorithm's own (the paper's) defaults
+        (["--algo", "kappa-pi-trpo", "--env", "Hopper-v5"],
+         "kappa 0.84, C_FA 0.2, N_kappa 27, T_kappa 72 batches, phi_fit every_batch, gamma 0.99, T 2000000 env steps"),
+        (["--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-fit", "iteration_end"], "phi_fit iteration_end"),
+        (["--algo", "kappa-vi-dqn", "--env", "ALE/Breakout-v5"],
+         "kappa 0.84, C_FA 0.05, N_kappa 49, T_kappa 204081 env steps, gamma 0.99, T 10000000 env steps"),
+        # the CartPole preset's T
+        (["--algo", "kappa-pi-dqn", "--env", "CartPole-v1"], "N_kappa 49, T_kappa 1020 env steps, gamma 0.99, T 50000"),
+        (["--algo", "gae", "--lambda", "0.9", "--env", "Hopper-v5"], "lambda 0.9, gamma 0.99, T 2000000 env steps"),
+    ],
+)
+def test_dry_run_prints_each_algorithms_own_defaults(args, expected):
+    proc = subprocess.run(CLI + ["train", *args, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stdout
+
+
+def test_help_shows_the_defaults_of_both_families():
+    proc = subprocess.run(CLI + ["train", "--help"], capture_output=True, text=True, timeout=60)
+    text = " ".join(proc.stdout.split())
+    assert "DQN family 0.05, TRPO family 0.2" in text and "DQN family 10,000,000, TRPO family 2,000,000" in text

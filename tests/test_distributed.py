@@ -13,7 +13,7 @@ from ray.cluster_utils import Cluster
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaVIDQN, KappaVIDQNConfig
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID
 
 
 @pytest.fixture(scope="module")

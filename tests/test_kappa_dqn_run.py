@@ -7,7 +7,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID
 from kappa_rllib.schedule import iteration_end, num_iterations
 
 KAPPA, C_FA, T, PER_ITER = 0.9, 0.3, 2600, 400

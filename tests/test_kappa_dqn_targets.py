@@ -11,7 +11,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
 from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import PHI_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID
 
 GAMMA = 0.97
 MODEL = {"fcnet_hiddens": [16], "head_fcnet_hiddens": []}
@@ -31,11 +31,11 @@ def hand_made_batch():
     }
 
 
-def build_learner(config_cls, kappa):
+def build_learner(config_cls, kappa, **training):
     config = (
         config_cls()
         .environment("CartPole-v1")
-        .training(kappa=kappa, gamma=GAMMA, c_fa=0.1)
+        .training(kappa=kappa, gamma=GAMMA, c_fa=0.1, **training)
         .rl_module(model_config=MODEL)
     )
     learner = config.build_learner(env=gym.make("CartPole-v1"))
@@ -55,6 +55,7 @@ def q_tables(learner, next_obs):
             "theta_target": theta.forward_target({Columns.OBS: next_obs})[QF_PREDS].numpy(),
             "phi": phi.compute_q_values({Columns.OBS: next_obs})[QF_PREDS].numpy(),
             "phi_target": phi.forward_target({Columns.OBS: next_obs})[QF_PREDS].numpy(),
+            "theta": theta.compute_q_values({Columns.OBS: next_obs})[QF_PREDS].numpy(),
         }
 
 
@@ -77,6 +78,21 @@ def test_improvement_target_closed_form(variant, kappa):
         v_phi = q["phi"][j, greedy] if variant == "pi" else q["phi"][j].max()
         shaped = r + GAMMA * (1 - kappa) * (1 - done) * v_phi  # r_j(kappa, V_phi)
         expected.append(shaped + GAMMA * kappa * (1 - done) * q["theta_target"][j].max())
+    np.testing.assert_allclose(improvement_target(learner, batch), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["pi", "vi"])
+def test_improvement_target_with_the_authors_v_phi(variant):
+    """`v_phi_source="authors"`: V_phi(s') = Q'_phi(s', argmax_a Q_theta(s', a)), both variants."""
+    kappa = 0.6
+    learner = build_learner(KappaPIDQNConfig if variant == "pi" else KappaVIDQNConfig, kappa, v_phi_source="authors")
+    batch = hand_made_batch()
+    q = q_tables(learner, batch[Columns.NEXT_OBS])
+    expected = []
+    for j in range(5):
+        r, done = float(batch[Columns.REWARDS][j]), float(batch[Columns.TERMINATEDS][j])
+        v_phi = q["phi_target"][j, int(np.argmax(q["theta"][j]))]
+        expected.append(r + GAMMA * (1 - kappa) * (1 - done) * v_phi + GAMMA * kappa * (1 - done) * q["theta_target"][j].max())
     np.testing.assert_allclose(improvement_target(learner, batch), expected, rtol=1e-5, atol=1e-6)
 
 

@@ -226,3 +226,24 @@ def test_kappa_one_is_trpo_exactly(config_cls):
     state_b = trpo.module[DEFAULT_MODULE_ID].get_state()
     for k in state_a:
         np.testing.assert_array_equal(np.asarray(state_a[k]), np.asarray(state_b[k]))
+
+
+def test_authors_trpo_options_accept_up_to_1_5_max_kl_with_subsampled_fisher_products():
+    cfg = TRPOConfig().environment("CartPole-v1").training(max_kl=0.01, kl_accept_factor=1.5, fvp_subsample=5)
+    learner = make_learner(cfg.debugging(seed=0))
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    batch = random_batch("CartPole-v1")
+    dist_cls = module.get_train_action_dist_cls()
+    with torch.no_grad():
+        before = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
+    stats = learner.policy_step(batch)
+    with torch.no_grad():
+        after = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
+    assert stats["step_accepted"] == 1.0
+    assert 0 < before.kl(after).mean().item() <= 0.015 + 1e-7
+
+
+@pytest.mark.parametrize("setting, value", [("kl_accept_factor", 0.5), ("fvp_subsample", 0), ("fvp_subsample", True)])
+def test_bad_authors_options_are_refused(setting, value):
+    with pytest.raises(ValueError, match=setting):
+        TRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()

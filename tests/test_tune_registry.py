@@ -3,7 +3,7 @@
 import ray
 from ray.tune.registry import TRAINABLE_CLASS, _global_registry
 
-import kappa_rllib  # noqa: F401  (registers the names)
+import kappa_rllib.algorithms  # noqa: F401  (importing the algorithms registers the names)
 
 NAMES = ("KappaPIDQN", "KappaVIDQN", "TRPO", "KappaPITRPO", "KappaVITRPO")
 

@@ -17,6 +17,7 @@ The algorithm says which batch ends an iteration through the update call's
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -69,6 +70,13 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
     def after_value_fit(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> None:
         """V_phi's work on this batch; the kappa-iteration's closing copy if it is the last one."""
         plan = self.plan
+        if plan.evaluates_phi:
+            # how well the shaping network tracks the plain returns (too small: shaping ~ r)
+            self.metrics.log_dict(
+                {"rho_mean": data[PHI_VALUE_TARGETS].mean().item(),
+                 "v_phi_shaping_mean": self._values(PHI_SHAPING_MODULE_ID, data[Columns.OBS]).mean().item()},
+                key=PHI_MODULE_ID, window=1,
+            )
         if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
             self.fit_values(PHI_MODULE_ID, data[Columns.OBS], data[PHI_VALUE_TARGETS])  # Alg. 7, line 13
         if end_of_kappa_iteration:
@@ -76,6 +84,10 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
                 self._refresh_phi_snapshot()
             elif plan.copies_theta_to_phi:
                 self.copy_value_theta_to_phi()
+
+    @torch.no_grad()
+    def _values(self, module_id: str, obs: torch.Tensor) -> torch.Tensor:
+        return self.module[module_id].unwrapped().compute_values({Columns.OBS: obs})
 
     def _refresh_phi_snapshot(self) -> None:
         """V_phi_shaping <- V_phi: the next kappa-iteration's surrogate MDP is fixed."""
