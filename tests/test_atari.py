@@ -104,7 +104,7 @@ def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_termina
     result = algo.train()
     assert result["env_runners"]["episode_return_mean"] == 84.0  # raw, per full game
     assert result["env_runners"]["episode_len_mean"] == 22
-    stored = algo.local_replay_buffer.get_state()["arrays"]
+    stored = algo.local_replay_buffer.transitions()
     game = np.zeros(22)
     game[[7, 14, 21]] = 1.0  # life losses, then game over
     np.testing.assert_array_equal(stored["terminateds"], np.tile(game, 4))
@@ -152,7 +152,10 @@ def test_kappa_pi_dqn_trains_on_breakout_frames(ray_local):
     assert kappa["phase"] == "done" and kappa["env_steps"] == 256
     # updates at env steps 64, 68, ..., 256: learning starts once 64 transitions are stored
     assert kappa["theta_updates"] == (256 - 64) // 4 + 1 and kappa["phi_updates"] > 0
-    stored = algo.local_replay_buffer.get_state()["arrays"]["obs"]
+    buf = algo.local_replay_buffer
+    assert buf.compact and buf._frames.frames.dtype == np.uint8
+    assert buf._frames.written <= 256 + 4 * 8  # about one stored 84x84 frame per env step
+    stored = buf.transitions()["obs"]
     assert stored.dtype == np.uint8 and stored.shape == (256, 84, 84, 4)
     assert np.isfinite(result["learners"]["default_policy"]["qf_loss"])
     algo.stop()
