@@ -31,3 +31,18 @@ def test_dockerfile_uses_the_pinned_ray_image():
 def test_cluster_manifest_uses_the_pinned_ray():
     manifest = yaml.safe_load((ROOT / "cluster" / "ray-cluster.yaml").read_text())
     assert manifest["spec"]["rayVersion"] == pinned_ray_version()
+
+
+def test_maths_modules_and_cli_help_load_neither_ray_nor_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kappa_rllib.schedule, kappa_rllib.dp, kappa_rllib.variant, kappa_rllib.shaping, "
+        "kappa_rllib.returns, kappa_rllib.cli\n"
+        "try:\n    kappa_rllib.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'torch', 'gymnasium'))\n"
+        "print('HEAVY', heavy[:5])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+    assert "HEAVY []" in out, out[-500:]
