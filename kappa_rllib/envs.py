@@ -18,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 TABULAR_ENV = "kappa_rllib/TabularMDP"
+COUNTING_ENV = "kappa_rllib/Counting"  # a scripted env for checking samplers (CountingEnv)
+_OWN_IDS = (TABULAR_ENV, COUNTING_ENV)
 _PREFIX = "kappa_rllib:"
 
 
@@ -37,7 +39,7 @@ def is_atari(env_id: str) -> bool:
 def check_env_id(env_id: str) -> None:
     """Raises ValueError (one line) if `env_id` is not a registered gymnasium id."""
     env_id = env_id.removeprefix(_PREFIX)
-    if env_id == TABULAR_ENV:
+    if env_id in _OWN_IDS:
         return
     _register_ale()
     try:
@@ -51,6 +53,8 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
     env_id = env_id.removeprefix(_PREFIX)
     if env_id == TABULAR_ENV:
         return TabularMDPEnv(**env_config)
+    if env_id == COUNTING_ENV:
+        return CountingEnv(**env_config)
     check_env_id(env_id)
     if is_atari(env_id):
         env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, **env_config)
@@ -132,7 +136,7 @@ def rllib_env_name(env_id: str) -> str:
     from ray.tune.registry import register_env
 
     env_id = env_id.removeprefix(_PREFIX)
-    if not (is_atari(env_id) or env_id == TABULAR_ENV):
+    if not (is_atari(env_id) or env_id in _OWN_IDS):
         return env_id
     name = _PREFIX + env_id
     register_env(name, lambda cfg, _id=env_id: make_env(_id, cfg))
@@ -175,3 +179,36 @@ class TabularMDPEnv(gym.Env):
         self._state = int(self.np_random.choice(self.P.shape[2], p=self.P[self._state, action]))
         self._t += 1
         return self._obs(), reward, False, self._t >= self.horizon, {}
+
+
+class CountingEnv(gym.Env):
+    """A scripted env whose every transition can be checked: obs = (uid, episode, t), where uid
+    is the seed of the env's first reset; reward = 1000 uid + 10 episode + t. Episodes alternate
+    between a time-limit truncation after `truncate_at` steps (even episodes) and a termination
+    after `terminate_at` steps (odd ones). Actions are ignored."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, truncate_at: int = 5, terminate_at: int = 7):
+        self.truncate_at, self.terminate_at = int(truncate_at), int(terminate_at)
+        self.uid, self.episode, self.t = 0, -1, 0
+
+    def _obs(self):
+        return np.array([self.uid, self.episode, self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.uid = int(seed)
+        self.episode += 1
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = 1000.0 * self.uid + 10.0 * self.episode + self.t
+        self.t += 1
+        terminates = self.episode % 2 == 1
+        end = self.terminate_at if terminates else self.truncate_at
+        done = self.t >= end
+        return self._obs(), reward, done and terminates, done and not terminates, {}

@@ -96,7 +96,7 @@ class FrameStore:
 class UniformReplayBuffer:
     """Uniform replay of raw transitions; image stacks go through a `FrameStore`."""
 
-    FRAME_SLACK = 1.25  # frame ring size / transition capacity: room for episode starts
+    FRAME_SLACK = 1.1  # frame ring size / transition capacity: room for episode starts (~1.01 used)
 
     def __init__(self, capacity: int, seed: int | None = None):
         if capacity < 1:

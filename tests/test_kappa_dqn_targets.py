@@ -142,3 +142,47 @@ def test_kappa_one_is_rllib_dqn_exactly(config_cls):
     assert len(losses[0][1]) == len(losses[1][1]) > 0
     for g_ours, g_rllib in zip(losses[0][1], losses[1][1]):
         torch.testing.assert_close(g_ours, g_rllib)
+
+
+@pytest.mark.parametrize("module_id", [DEFAULT_MODULE_ID, PHI_MODULE_ID])
+def test_fused_update_equals_rllibs_minibatch_loop(module_id):
+    """K steps in one fused call = K RLlib single-minibatch updates on the same minibatches,
+    with the target copy after the same update count."""
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    fused, plain = build_learner(KappaPIDQNConfig, 0.6), build_learner(KappaPIDQNConfig, 0.6)
+    plain.module.set_state(fused.module.get_state())
+    before = {k: np.asarray(v).copy() for k, v in fused.module[module_id].get_state().items()}
+    rng = np.random.default_rng(4)
+    k, size = 5, 8
+    data = {
+        Columns.OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
+        Columns.NEXT_OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, size=k * size),
+        Columns.REWARDS: rng.normal(size=k * size).astype(np.float32),
+        Columns.TERMINATEDS: (rng.random(k * size) < 0.2).astype(np.float32),
+    }
+    batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * size)
+    results = fused.update(training_data=TrainingData(batch=batch), fused_update={
+        "module_id": module_id, "num_updates": k, "minibatch_size": size, "target_syncs": [2]})
+    value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
+    assert value(results[module_id]["num_updates"]) == k
+    assert np.isfinite(value(results[module_id]["qf_loss"]))
+    for j in range(k):
+        part = {c: v[j * size : (j + 1) * size] for c, v in data.items()}
+        plain.update(batch=MultiAgentBatch({module_id: SampleBatch(part)}, env_steps=size),
+                     minibatch_size=size, num_epochs=1)
+        if j + 1 == 2:
+            plain.sync_target_network(module_id)
+    a, b = fused.module[module_id].get_state(), plain.module[module_id].get_state()
+    assert set(a) == set(b)
+    for key in a:
+        np.testing.assert_allclose(np.asarray(a[key]), np.asarray(b[key]), rtol=1e-5, atol=1e-6, err_msg=key)
+    # the copy after update 2 moved Q' away from its initial weights, and 3 more updates moved Q on
+    targets = [key for key in a if key.startswith("_target_") and key.endswith(".weight")]
+    assert targets
+    for key in targets:
+        main = key.removeprefix("_target_")
+        assert not np.allclose(np.asarray(a[key]), before[key])
+        assert not np.allclose(np.asarray(a[key]), np.asarray(a[main]))

@@ -2,27 +2,43 @@
 
 from __future__ import annotations
 
-import math
-
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
 
-def sample_env_steps(algorithm, num_steps: int):
-    """Samples about `num_steps` env steps with exploration; exactly that many from one EnvRunner.
+def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = None) -> list[dict]:
+    """Samples exactly `num_steps` env steps with exploration; returns the EnvRunners' segments
+    (`kappa_rllib.env_runner`).
 
-    With n remote EnvRunners each samples ceil(num_steps / n) steps. EnvRunner metrics go into
-    the algorithm's `env_runners/...` results.
+    With n remote EnvRunners the steps are split as evenly as possible (the first
+    num_steps mod n runners take one more). `global_env_steps` (env steps sampled so far, all
+    runners) sets the epsilon schedule's t. EnvRunner metrics go into `env_runners/...`.
     """
     group = algorithm.env_runner_group
-    num_remote = group.num_remote_workers()
-    per_runner = math.ceil(num_steps / max(1, num_remote))
-    results = group.foreach_env_runner(
-        lambda er: (er.sample(num_timesteps=per_runner, explore=True), er.get_metrics()),
-        local_env_runner=num_remote == 0,
-    )
+    start = 0 if global_env_steps is None else global_env_steps
+    if group.num_remote_workers() == 0:
+        results = [_sample_one(group.local_env_runner, num_steps, start)]
+    else:
+        ids = list(group.healthy_worker_ids())  # a restarting runner's share goes to the others
+        if not ids:
+            raise RuntimeError("no healthy EnvRunner to sample from")
+        base, extra = divmod(num_steps, len(ids))
+        shares = [base + (i < extra) for i in range(len(ids))]
+        offsets = [start + sum(shares[:i]) for i in range(len(ids))]
+        results = group.foreach_env_runner(
+            [lambda er, n=n, o=o: _sample_one(er, n, o) for n, o in zip(shares, offsets)],
+            remote_worker_ids=ids,
+            local_env_runner=False,
+        )
     algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
-    return [ep for eps, _ in results for ep in eps]
+    return [seg for segs, _ in results for seg in segs]
+
+
+def _sample_one(env_runner, num_steps: int, global_env_steps: int):
+    if num_steps == 0:
+        return [], env_runner.get_metrics()
+    return env_runner.sample(num_timesteps=num_steps, explore=True, global_env_steps=global_env_steps), \
+        env_runner.get_metrics()
 
 
 def sync_env_runner_weights(algorithm) -> None:

@@ -21,6 +21,7 @@ from gymnasium.spaces import Discrete
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.dqn.dqn import DQNConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
@@ -30,8 +31,9 @@ from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.phases import KappaPhaseMachine
-from kappa_rllib.replay import UniformReplayBuffer, episodes_to_transitions
+from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.schedule import validate_gamma
 from kappa_rllib.variant import PHI_MODULE_ID, PI, VI
 
@@ -67,7 +69,12 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         self.dueling = False
         self.grad_clip = 10.0
         self.td_error_loss_fn = "huber"
-        self.rollout_fragment_length = 4  # env steps sampled between two weight syncs
+        # Env steps per EnvRunner call, acted with one set of weights: the policy lag's bound.
+        self.env_steps_per_sample = 64
+        # The unit of the update bookkeeping: updates and target copies fall due per fragment.
+        self.rollout_fragment_length = 4
+        self.updates_per_learner_call = 64  # gradient steps fused into one learner call (at most)
+        self.env_runner_cls = RawTransitionEnvRunner
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
         # Our training_step runs its own loop to `env_steps_per_iteration` (it must stop
         # exactly at the end of the schedule), so RLlib's own iteration minimums are off.
@@ -83,14 +90,17 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
             }
         )
 
-    def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None,
-                 checkpoint_replay_buffer=None, v_phi_source=None, episodic_life=None, **kwargs):
+    def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None, env_steps_per_sample=None,
+                 updates_per_learner_call=None, checkpoint_replay_buffer=None, v_phi_source=None,
+                 episodic_life=None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
         self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
         super().training(**kwargs)
         self._set_given(dict(
             env_steps_per_update=env_steps_per_update,
             env_steps_per_iteration=env_steps_per_iteration,
+            env_steps_per_sample=env_steps_per_sample,
+            updates_per_learner_call=updates_per_learner_call,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
             v_phi_source=v_phi_source,
             episodic_life=episodic_life,
@@ -118,8 +128,19 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         super().validate()
         validate_gamma(self.gamma)
         self.validate_kappa_schedule("env steps")
-        if not (isinstance(self.env_steps_per_update, int) and self.env_steps_per_update >= 1):
-            raise ValueError(f"env_steps_per_update must be an int >= 1, got {self.env_steps_per_update!r}")
+        for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_sample",
+                     "updates_per_learner_call"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        fragment = self.get_rollout_fragment_length()
+        if self.env_steps_per_sample % fragment:
+            raise ValueError(
+                f"env_steps_per_sample={self.env_steps_per_sample} must be a multiple of "
+                f"rollout_fragment_length={fragment} (the unit updates are counted in)"
+            )
+        if not issubclass(self.env_runner_cls, RawTransitionEnvRunner):
+            raise ValueError("env_runner_cls must be kappa_rllib.env_runner.RawTransitionEnvRunner (or a subclass)")
         if self.v_phi_source not in ("paper", "authors"):
             raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
         if not isinstance(self.episodic_life, bool):
@@ -191,6 +212,7 @@ class KappaDQN(KappaLoopMixin, Algorithm):
             "pending_update_env_steps": 0,  # env steps not yet paid for by an update
             "last_theta_target_sync": 0,  # env steps at the last Q'_theta <- Q_theta
             "phi_updates_at_last_target_sync": 0,
+            "max_policy_lag_env_steps": 0,  # most env steps sampled with one set of acting weights
         }
 
     def _create_local_replay_buffer_if_necessary(self, config):
@@ -201,33 +223,49 @@ class KappaDQN(KappaLoopMixin, Algorithm):
         return self.config.env_steps_per_iteration
 
     def _improvement_step(self, max_steps: int) -> int:
-        """Sample <= rollout_fragment_length env steps, store them, update Q_theta."""
-        cfg = self.config
-        n = min(cfg.get_rollout_fragment_length(), self.phases.steps_left_in_phase(), max_steps)
-        episodes = sample_env_steps(self, n)
-        transitions = episodes_to_transitions(episodes, life_loss_terminal=cfg.episodic_life)
-        steps = len(transitions.get("rewards", ()))
-        self.local_replay_buffer.add(transitions)
-        self.phases.record_steps(steps)
+        """Sample a chunk of <= env_steps_per_sample env steps (one set of acting weights), store
+        it, then the Q_theta updates it pays for in one fused learner call, then one weight sync.
 
-        if self.phases.steps >= cfg.num_steps_sampled_before_learning_starts:
-            self.counters["pending_update_env_steps"] += steps
-            num_updates = self.counters["pending_update_env_steps"] // cfg.env_steps_per_update
-            if num_updates:
-                self.counters["pending_update_env_steps"] -= num_updates * cfg.env_steps_per_update
-                self._update(DEFAULT_MODULE_ID, num_updates)
-                self.counters["theta_updates"] += num_updates
-                self.phases.record_updates(num_updates)
-                if (
-                    self.phases.steps - self.counters["last_theta_target_sync"]
-                    >= cfg.target_network_update_freq
-                ):
-                    self.learner_group.foreach_learner(
-                        lambda learner: learner.sync_target_network(DEFAULT_MODULE_ID)
-                    )
-                    self.counters["last_theta_target_sync"] = self.phases.steps
-                sync_env_runner_weights(self)
+        Updates and Q'_theta copies are counted per fragment of rollout_fragment_length env steps,
+        exactly as if each fragment were sampled and trained on by itself (`_theta_schedule`).
+        """
+        cfg = self.config
+        n = min(cfg.env_steps_per_sample, self.phases.steps_left_in_phase(), max_steps)
+        segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
+        transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
+        steps = len(transitions.get(Columns.REWARDS, ()))
+        self.local_replay_buffer.add(transitions)
+        num_updates, syncs = self._theta_schedule(steps)
+        self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], steps)
+        if num_updates:
+            self._update(DEFAULT_MODULE_ID, num_updates, target_syncs=syncs)
+            self.counters["theta_updates"] += num_updates
+            self.phases.record_updates(num_updates)
+            sync_env_runner_weights(self)
         return steps
+
+    def _theta_schedule(self, steps: int) -> tuple[int, list[int]]:
+        """Records `steps` env steps fragment by fragment; returns the Q_theta updates they pay
+        for (one per env_steps_per_update after learning starts) and after which of those
+        updates Q'_theta <- Q_theta is due (every target_network_update_freq env steps)."""
+        cfg, c = self.config, self.counters
+        fragment = cfg.get_rollout_fragment_length()
+        num_updates, syncs = 0, []
+        while steps > 0:
+            m = min(fragment, steps)
+            steps -= m
+            self.phases.record_steps(m)
+            if self.phases.steps < cfg.num_steps_sampled_before_learning_starts:
+                continue
+            c["pending_update_env_steps"] += m
+            k = c["pending_update_env_steps"] // cfg.env_steps_per_update
+            if k:
+                c["pending_update_env_steps"] -= k * cfg.env_steps_per_update
+                num_updates += k
+                if self.phases.steps - c["last_theta_target_sync"] >= cfg.target_network_update_freq:
+                    syncs.append(num_updates)
+                    c["last_theta_target_sync"] = self.phases.steps
+        return num_updates, syncs
 
     def _end_improvement(self) -> None:
         if self.config.kappa_plan.copies_theta_to_phi:
@@ -235,36 +273,37 @@ class KappaDQN(KappaLoopMixin, Algorithm):
             self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
 
     def _evaluation_step(self) -> None:
-        """A chunk of Q_phi TD(0) updates, ending exactly at Q'_phi copies and the phase end."""
-        period = self._phi_target_period()
-        since_sync = self.counters["phi_updates"] - self.counters["phi_updates_at_last_target_sync"]
-        num_updates = min(self.phases.updates_left_in_phase(), period - since_sync)
-        self._update(PHI_MODULE_ID, num_updates)
-        self.counters["phi_updates"] += num_updates
+        """Up to `updates_per_learner_call` Q_phi TD(0) updates in one fused learner call, with
+        Q'_phi <- Q_phi after every `_phi_target_period()` phi updates."""
+        c, period = self.counters, self._phi_target_period()
+        num_updates = min(self.phases.updates_left_in_phase(), self.config.updates_per_learner_call)
+        done_since_sync = c["phi_updates"] - c["phi_updates_at_last_target_sync"]
+        syncs = list(range(period - done_since_sync, num_updates + 1, period))
+        self._update(PHI_MODULE_ID, num_updates, target_syncs=syncs)
+        c["phi_updates"] += num_updates
+        if syncs:
+            c["phi_updates_at_last_target_sync"] = c["phi_updates"] - (num_updates - syncs[-1])
         self.phases.record_updates(num_updates)
-        if since_sync + num_updates >= period:
-            self.learner_group.foreach_learner(
-                lambda learner: learner.sync_target_network(PHI_MODULE_ID)
-            )
-            self.counters["phi_updates_at_last_target_sync"] = self.counters["phi_updates"]
 
     def _phi_target_period(self) -> int:
         """Q'_phi is copied after as many updates as Q'_theta gets between its copies."""
         return max(1, self.config.target_network_update_freq // self.config.env_steps_per_update)
 
-    def _update(self, module_id: str, num_updates: int) -> None:
-        """`num_updates` gradient steps on `module_id`, one minibatch each, in one learner call."""
+    def _update(self, module_id: str, num_updates: int, target_syncs: list[int] = ()) -> None:
+        """`num_updates` gradient steps on `module_id`, one minibatch each, in one fused learner
+        call (`KappaDQNTorchLearner.update`); target copies after the listed update counts."""
         batch_size = self.config.total_train_batch_size
-        data = self.local_replay_buffer.sample(num_updates * batch_size)
-        batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=num_updates * batch_size)
-        results = self.learner_group.update(
-            batch=batch,
-            minibatch_size=batch_size,
-            num_epochs=1,
-            num_total_minibatches=num_updates,
-            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
-        )
-        self.metrics.aggregate(results, key=LEARNER_RESULTS)
+        for start in range(0, num_updates, self.config.updates_per_learner_call):
+            k = min(self.config.updates_per_learner_call, num_updates - start)
+            data = self.local_replay_buffer.sample(k * batch_size)
+            batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * batch_size)
+            results = self.learner_group.update(
+                batch=batch,
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
+                fused_update={"module_id": module_id, "num_updates": k, "minibatch_size": batch_size,
+                              "target_syncs": [j - start for j in target_syncs if start < j <= start + k]},
+            )
+            self.metrics.aggregate(results, key=LEARNER_RESULTS)
 
     # ----- checkpoints: phases and counters via KappaStateMixin, plus the replay buffer
     def _extra_kappa_state(self) -> dict:

@@ -13,7 +13,10 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig, NotProvided
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     LEARNER_RESULTS,
@@ -23,6 +26,7 @@ from ray.rllib.utils.metrics import (
 from kappa_rllib import envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin
 from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.schedule import validate_gamma
 
 _TRPO_SETTINGS = (
@@ -57,6 +61,7 @@ class TRPOConfig(EnvIdMixin, AlgorithmConfig):
         self.min_sample_timesteps_per_iteration = 0
         self.min_time_s_per_iteration = None
         self.min_train_timesteps_per_iteration = 0
+        self.env_runner_cls = RawTransitionEnvRunner
 
     def training(self, **kwargs):
         """RLlib's `.training(...)` plus the TRPO settings (keyword-only)."""
@@ -125,11 +130,13 @@ class TRPO(Algorithm):
 
         `learner_kwargs` reach the learner's `after_value_fit` with this batch.
         """
-        episodes = sample_env_steps(self, num_env_steps)
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        columns = segment_transitions(sample_env_steps(self, num_env_steps, global_env_steps=lifetime))
+        steps = len(columns[Columns.REWARDS])
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
         results = self.learner_group.update(
-            episodes=episodes, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, **learner_kwargs
+            batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, **learner_kwargs
         )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
         sync_env_runner_weights(self)
-        return sum(len(e) for e in episodes)
+        return steps

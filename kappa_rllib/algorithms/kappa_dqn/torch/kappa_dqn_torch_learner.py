@@ -8,6 +8,7 @@ the networks exactly as they are at this gradient step, and the replay buffer ke
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -21,6 +22,7 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.utils.torch_utils import clip_gradients
 
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import KappaDQNLearner
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
@@ -47,7 +49,51 @@ def learning_rewards(config, rewards: torch.Tensor) -> torch.Tensor:
 
 
 class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
+    # ----- the fused update: K gradient steps in one call
+    def update(self, *, training_data=None, timesteps=None, fused_update=None, **kwargs):
+        """With `fused_update={"module_id", "num_updates", "minibatch_size", "target_syncs"}`:
+        `num_updates` Adam steps on consecutive minibatches of the batch, in a tight loop (the
+        batch becomes tensors once, metrics are reduced once); Q' <- Q after the update counts in
+        `target_syncs`. Gives the same parameters as RLlib's minibatch loop (tested); without
+        `fused_update`, RLlib's own `Learner.update`."""
+        if fused_update is None:
+            return super().update(training_data=training_data, timesteps=timesteps, **kwargs)
+        training_data.solve_refs()
+        module_id, k, size = fused_update["module_id"], fused_update["num_updates"], fused_update["minibatch_size"]
+        columns = training_data.batch.policy_batches[module_id]
+        tensors = {c: torch.as_tensor(np.asarray(columns[c]))
+                   for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS)}
+        config = self.config.get_config_for_module(module_id)
+        module = self.module[module_id]
+        optimizer = self.get_optimizer(module_id)
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        syncs, stats = set(fused_update["target_syncs"]), []
+        for j in range(k):
+            batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
+            loss, step_stats = self.loss_and_stats(module_id, config, batch, module.forward_train(batch))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip is not None:
+                grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
+                clip_gradients(grads, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
+                for i, grad in grads.items():  # "value" clipping returns new tensors
+                    params[i].grad = grad
+            optimizer.step()
+            stats.append(step_stats)
+            if j + 1 in syncs:
+                self.sync_target_network(module_id)
+        means = {key: torch.stack([s[key] for s in stats]).mean().item() for key in stats[0]}
+        self.metrics.log_dict({**means, "num_updates": k}, key=module_id, window=1)
+        return self.metrics.reduce()
+
+    # ----- the losses
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        loss, stats = self.loss_and_stats(module_id, config, batch, fwd_out)
+        self.metrics.log_dict(stats, key=module_id, window=1)
+        return loss
+
+    def loss_and_stats(self, module_id, config, batch, fwd_out):
+        """The Huber (or MSE) TD loss of `module_id` and its detached statistics."""
         if module_id == DEFAULT_MODULE_ID:
             target, extra = self.improvement_target(config, batch, fwd_out)
         elif module_id == PHI_MODULE_ID:
@@ -58,17 +104,13 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         q_selected = _gather(fwd_out[QF_PREDS], batch[Columns.ACTIONS])
         loss_fn = nn.HuberLoss if config.td_error_loss_fn == "huber" else nn.MSELoss
         loss = loss_fn()(q_selected, target.detach())
-        self.metrics.log_dict(
-            {
-                QF_LOSS_KEY: loss,
-                QF_MEAN_KEY: q_selected.mean(),
-                TD_ERROR_MEAN_KEY: (q_selected - target).abs().mean(),
-                **extra,
-            },
-            key=module_id,
-            window=1,
-        )
-        return loss
+        stats = {
+            QF_LOSS_KEY: loss.detach(),
+            QF_MEAN_KEY: q_selected.detach().mean(),
+            TD_ERROR_MEAN_KEY: (q_selected - target).detach().abs().mean(),
+            **extra,
+        }
+        return loss, stats
 
     @torch.no_grad()
     def improvement_target(self, config, batch, fwd_out):

@@ -25,6 +25,7 @@ from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
     conjugate_gradient,
     flat_grad,
 )
+from kappa_rllib.env_runner import split_segments
 from kappa_rllib.returns import gae_advantages, plain_returns
 
 VALUE_OPTIMIZER = "value"
@@ -43,27 +44,6 @@ def copy_value_net(source, target) -> None:
     """target's value net (critic encoder + head) <- source's; the policy part is untouched."""
     for src, dst in zip(value_parameters(source), value_parameters(target)):
         dst.copy_(src)
-
-
-def trajectory_chunks(episodes) -> list[dict]:
-    """Episode chunks as arrays: obs s_0..s_n, actions, rewards, and whether s_n is terminal.
-
-    Keys are RLlib's column names; a chunk's `Columns.OBS` holds n + 1 observations.
-    """
-    chunks = []
-    for ep in episodes:
-        n = len(ep)
-        if n == 0:
-            continue
-        chunks.append(
-            {
-                Columns.OBS: np.asarray(ep.get_observations(slice(0, n + 1)), dtype=np.float32),
-                Columns.ACTIONS: np.asarray(ep.get_actions(slice(0, n))),
-                Columns.REWARDS: np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float64),
-                "terminated": bool(ep.is_terminated),
-            }
-        )
-    return chunks
 
 
 class TRPOTorchLearner(TorchLearner):
@@ -94,7 +74,7 @@ class TRPOTorchLearner(TorchLearner):
         flags for this batch travel with the call (nothing is left on the learner for later).
         """
         training_data.solve_refs()
-        data = self.build_train_data(trajectory_chunks(training_data.episodes))
+        data = self.build_train_data(split_segments(training_data.batch.policy_batches[DEFAULT_MODULE_ID]))
         self.policy_step(data)
         self.fit_values(DEFAULT_MODULE_ID, data[Columns.OBS], data[Columns.VALUE_TARGETS])
         self.after_value_fit(data, **kwargs)

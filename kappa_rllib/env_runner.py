@@ -1,0 +1,230 @@
+"""A raw-transition EnvRunner: RLlib's EnvRunner contract without per-step episode objects.
+
+RLlib's `SingleAgentEnvRunner` runs two connector pipelines and builds `SingleAgentEpisode`
+objects on every env step; for small networks that is most of the time a DQN step costs. This
+runner keeps everything RLlib relies on - construction from the config, the env (built by RLlib's
+own `make_env`), the inference-only RLModule, weight syncs through `set_state`, metrics through
+`get_metrics` (`episode_return_mean`, `num_env_steps_sampled_lifetime`, ...), local and remote
+use - and replaces the sampling loop: the sub-envs of the vector env are stepped directly, all
+actions come from one batched forward pass of the module, and `sample()` returns plain numpy
+**segments** instead of episodes.
+
+A segment is consecutive steps of one sub-env's episode (the same cut as an RLlib episode chunk):
+    obs        (n + 1, ...)  s_0 .. s_n
+    actions    (n, ...)      the module's actions (before unsquashing to the env's bounds)
+    rewards    (n,)          raw env rewards
+    terminated bool          s_n is terminal
+    truncated  bool          s_n ends the episode by a time limit
+    life_lost  (n,)          only if the env's info has `life_lost` (kappa_rllib.envs' Atari)
+    action_logp (n,)         only for policies with an action distribution (TRPO)
+A segment that is neither terminated nor truncated continues in the next `sample()` call, whose
+segment for that sub-env starts with the same s_n.
+
+Exploration: DQN modules act epsilon-greedily with epsilon at the *global* env-step count that the
+algorithm passes in (`global_env_steps`); other modules sample their action distribution.
+Set with `config.env_runners(env_runner_cls=RawTransitionEnvRunner)` (the default of every
+algorithm here).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ray.rllib.core.columns import Columns
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
+from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+
+LIFE_LOST = "life_lost"
+
+
+class RawTransitionEnvRunner(SingleAgentEnvRunner):
+    def __init__(self, *, config, **kwargs):
+        super().__init__(config=config, **kwargs)
+        self._subenvs = None
+        self._obs: list | None = None  # current observation of each sub-env
+        self._episode = None  # running (return, length, start time) of each sub-env's episode
+        if self.env is not None:
+            self._subenvs = list(getattr(self.env.unwrapped, "envs", []))
+            if len(self._subenvs) != self.num_envs:
+                raise ValueError(
+                    "RawTransitionEnvRunner steps the sub-envs itself and needs "
+                    "gym_env_vectorize_mode='SYNC' (config.env_runners(gym_env_vectorize_mode='SYNC'))"
+                )
+        self._epsilon_greedy = hasattr(self.module, "epsilon_schedule") if self.module is not None else False
+
+    # ----- sampling
+    def sample(self, *, num_timesteps: int, explore: bool = True, global_env_steps: int | None = None,
+               **kwargs) -> list[dict]:
+        """Exactly `num_timesteps` env steps over the sub-envs; returns segments (module docstring).
+
+        `global_env_steps`: env steps sampled so far by all EnvRunners (the epsilon schedule's t).
+        """
+        if self._subenvs is None:
+            raise ValueError(f"{self} has no env: it cannot sample")
+        if self._obs is None:
+            self._reset_all()
+        n_envs = len(self._subenvs)
+        if global_env_steps is None:  # RLlib's own estimate
+            global_env_steps = self.num_env_steps_sampled_lifetime * (self.config.num_env_runners or 1)
+        parts = [self._new_part(i) for i in range(n_envs)]
+        segments: list[dict] = []
+        steps = episodes_done = 0
+        while steps < num_timesteps:
+            active = min(n_envs, num_timesteps - steps)  # the last round may step fewer sub-envs
+            actions, env_actions, logps = self._act(self._obs[:active], explore, global_env_steps + steps)
+            for i in range(active):
+                obs, reward, terminated, truncated, info = self._subenvs[i].step(env_actions[i])
+                part = parts[i]
+                part["obs"].append(obs)
+                part["actions"].append(actions[i])
+                part["rewards"].append(reward)
+                if logps is not None:
+                    part["logp"].append(logps[i])
+                if LIFE_LOST in info:
+                    part["life_lost"].append(bool(info[LIFE_LOST]))
+                ep = self._episode[i]
+                ep[0] += reward
+                ep[1] += 1
+                if terminated or truncated:
+                    segments.append(self._close(part, terminated, truncated))
+                    self._log_episode_metrics(ep[1], ep[0], time.perf_counter() - ep[2])
+                    episodes_done += 1
+                    self._reset_one(i)
+                    parts[i] = self._new_part(i)
+                else:
+                    self._obs[i] = obs
+            steps += active
+        segments.extend(self._close(p, False, False) for p in parts if p["actions"])
+        self.num_env_steps_sampled_lifetime += steps
+        self._increase_sampled_metrics(steps, episodes_done)
+        self.metrics.log_value(WEIGHTS_SEQ_NO, self._weights_seq_no, window=1)
+        return segments
+
+    def get_metrics(self):
+        return self.metrics.reduce()  # episode metrics were logged when the episodes ended
+
+    @torch.no_grad()
+    def _act(self, observations, explore: bool, t: int):
+        obs = np.stack(observations)
+        if obs.dtype.kind == "f" and obs.dtype != np.float32:
+            obs = obs.astype(np.float32)
+        batch = {Columns.OBS: torch.from_numpy(obs)}
+        logps = None
+        if self._epsilon_greedy:
+            out = self.module.forward_exploration(batch, t=t) if explore else self.module.forward_inference(batch)
+            actions = out[Columns.ACTIONS].numpy()
+        else:
+            out = self.module.forward_exploration(batch, t=t) if explore else self.module.forward_inference(batch)
+            dist_cls = (self.module.get_exploration_action_dist_cls() if explore
+                        else self.module.get_inference_action_dist_cls())
+            dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])
+            if not explore:
+                dist = dist.to_deterministic()
+            sampled = dist.sample()
+            logps = dist.logp(sampled).numpy() if explore else None
+            actions = sampled.numpy()
+        return actions, [self._to_env(a) for a in actions], logps
+
+    def _to_env(self, action):
+        """What RLlib's module-to-env connector does to an action: unsquash or clip for boxes."""
+        space = self.env.single_action_space
+        if isinstance(action, np.ndarray) and action.ndim == 0:
+            action = action.item()
+        if self.config.normalize_actions and not np.isscalar(action):
+            return unsquash_action(action, space)
+        if self.config.clip_actions and not np.isscalar(action):
+            return clip_action(action, space)
+        return action
+
+    def _new_part(self, i: int) -> dict:
+        return {"obs": [self._obs[i]], "actions": [], "rewards": [], "logp": [], "life_lost": []}
+
+    @staticmethod
+    def _close(part: dict, terminated: bool, truncated: bool) -> dict:
+        obs = np.stack(part["obs"])
+        if obs.dtype.kind == "f" and obs.dtype != np.float32:  # what the torch modules take
+            obs = obs.astype(np.float32)
+        seg = {
+            Columns.OBS: obs,
+            Columns.ACTIONS: np.stack(part["actions"]),
+            Columns.REWARDS: np.asarray(part["rewards"], np.float32),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+        }
+        if part["logp"]:
+            seg[Columns.ACTION_LOGP] = np.asarray(part["logp"], np.float32)
+        if part["life_lost"]:
+            seg[LIFE_LOST] = np.asarray(part["life_lost"], bool)
+        return seg
+
+    def _reset_all(self) -> None:
+        self._obs, self._episode = [None] * len(self._subenvs), [None] * len(self._subenvs)
+        for i in range(len(self._subenvs)):
+            seed = None if self._seed is None else self._seed * 1000 + i  # each sub-env its own stream
+            self._reset_one(i, seed=seed)
+
+    def _reset_one(self, i: int, seed: int | None = None) -> None:
+        obs, _ = self._subenvs[i].reset(seed=seed)
+        self._obs[i] = obs
+        self._episode[i] = [0.0, 0, time.perf_counter()]
+
+
+def segment_transitions(segments: list[dict], life_loss_terminal: bool = False) -> dict[str, np.ndarray]:
+    """Flat (s, a, r, s', terminated) columns of a list of segments (RLlib's column names).
+
+    Only a terminated segment's last step is terminal; a truncated one is bootstrapped. With
+    `life_loss_terminal` (DeepMind's episodic life), a step that lost a life is terminal too.
+    `Columns.EPS_ID` numbers the segments (0, 1, ...), so `split_segments` can undo the
+    flattening; `Columns.ACTION_LOGP` is kept where the segments have it.
+    """
+    segments = [s for s in segments if len(s[Columns.REWARDS])]
+    if not segments:
+        return {}
+    terms = []
+    for s in segments:
+        n = len(s[Columns.REWARDS])
+        term = np.zeros(n, np.float32)
+        if life_loss_terminal:
+            if LIFE_LOST not in s:
+                raise ValueError(
+                    "episodic_life=True needs an env whose step info has 'life_lost' "
+                    "(the ALE/... envs of kappa_rllib.envs); this env's has not"
+                )
+            term[:] = s[LIFE_LOST]
+        term[-1] = max(term[-1], float(s["terminated"]))
+        terms.append(term)
+    out = {
+        Columns.OBS: np.concatenate([s[Columns.OBS][:-1] for s in segments]),
+        Columns.NEXT_OBS: np.concatenate([s[Columns.OBS][1:] for s in segments]),
+        Columns.ACTIONS: np.concatenate([s[Columns.ACTIONS] for s in segments]),
+        Columns.REWARDS: np.concatenate([s[Columns.REWARDS] for s in segments]),
+        Columns.TERMINATEDS: np.concatenate(terms),
+        Columns.EPS_ID: np.concatenate([np.full(len(s[Columns.REWARDS]), k) for k, s in enumerate(segments)]),
+    }
+    if all(Columns.ACTION_LOGP in s for s in segments):
+        out[Columns.ACTION_LOGP] = np.concatenate([s[Columns.ACTION_LOGP] for s in segments])
+    return out
+
+
+def split_segments(columns: dict) -> list[dict]:
+    """The per-segment view of `segment_transitions` columns: obs s_0..s_n, actions, rewards,
+    and whether s_n is terminal (what TRPO's returns are computed on)."""
+    ids = np.asarray(columns[Columns.EPS_ID])
+    if len(ids) == 0:
+        return []
+    bounds = np.flatnonzero(np.diff(ids)) + 1
+    starts, ends = np.r_[0, bounds], np.r_[bounds, len(ids)]
+    obs, next_obs = np.asarray(columns[Columns.OBS]), np.asarray(columns[Columns.NEXT_OBS])
+    return [
+        {
+            Columns.OBS: np.concatenate([obs[a:b], next_obs[b - 1 : b]]),
+            Columns.ACTIONS: np.asarray(columns[Columns.ACTIONS][a:b]),
+            Columns.REWARDS: np.asarray(columns[Columns.REWARDS][a:b], np.float64),
+            "terminated": bool(columns[Columns.TERMINATEDS][b - 1]),
+        }
+        for a, b in zip(starts, ends)
+    ]
