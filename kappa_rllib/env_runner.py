@@ -33,6 +33,7 @@ import time
 import numpy as np
 import torch
 
+from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
@@ -55,6 +56,11 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
                     "gym_env_vectorize_mode='SYNC' (config.env_runners(gym_env_vectorize_mode='SYNC'))"
                 )
         self._epsilon_greedy = hasattr(self.module, "epsilon_schedule") if self.module is not None else False
+        self._rng = np.random.default_rng(None if self._seed is None else self._seed + 7919)
+        if self.module is not None:
+            # Acting never trains: eval mode once, then the modules' private forwards (RLlib's
+            # public forward_* toggle train/eval on every call, a recursive walk per env step).
+            self.module.eval()
 
     # ----- sampling
     def sample(self, *, num_timesteps: int, explore: bool = True, global_env_steps: int | None = None,
@@ -109,16 +115,25 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
 
     @torch.no_grad()
     def _act(self, observations, explore: bool, t: int):
+        """One batched forward pass: (module actions, env actions, log-probs or None)."""
         obs = np.stack(observations)
         if obs.dtype.kind == "f" and obs.dtype != np.float32:
             obs = obs.astype(np.float32)
         batch = {Columns.OBS: torch.from_numpy(obs)}
         logps = None
         if self._epsilon_greedy:
-            out = self.module.forward_exploration(batch, t=t) if explore else self.module.forward_inference(batch)
-            actions = out[Columns.ACTIONS].numpy()
+            # epsilon-greedy on Q_theta, epsilon from the module's own schedule at global step t
+            greedy = self.module.compute_q_values(batch)[QF_PREDS].argmax(dim=-1).numpy()
+            actions = greedy
+            if explore:
+                self.module.epsilon_schedule.update(t)
+                epsilon = float(self.module.epsilon_schedule.get_current_value())
+                explore_mask = self._rng.random(len(greedy)) < epsilon
+                if explore_mask.any():
+                    random_actions = self._rng.integers(0, self.env.single_action_space.n, len(greedy))
+                    actions = np.where(explore_mask, random_actions, greedy)
         else:
-            out = self.module.forward_exploration(batch, t=t) if explore else self.module.forward_inference(batch)
+            out = self.module._forward_exploration(batch, t=t) if explore else self.module._forward_inference(batch)
             dist_cls = (self.module.get_exploration_action_dist_cls() if explore
                         else self.module.get_inference_action_dist_cls())
             dist = dist_cls.from_logits(out[Columns.ACTION_DIST_INPUTS])

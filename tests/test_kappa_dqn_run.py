@@ -109,3 +109,33 @@ def test_registered_with_tune_and_result_keys_exist(ray_local, tmp_path):
     assert "env_runners/episode_return_mean" in df.columns
     assert row["kappa/phase"] == "done" and row["training_iteration"] == 2
 
+
+
+def test_policy_lag_is_bounded_and_weights_follow_each_chunk(ray_local):
+    """The EnvRunners act with weights at most `env_steps_per_sample` env steps old: after every
+    chunk that trained, the acting Q_theta equals the learner's."""
+    algo = short_config(KappaPIDQNConfig).training(env_steps_per_sample=24, env_steps_per_iteration=240).build_algo()
+    chunks = []
+    original = algo._improvement_step
+
+    def recording(max_steps):
+        steps = original(max_steps)
+        learner = module_weights(algo, DEFAULT_MODULE_ID)
+        acting = {k: v.detach().numpy() for k, v in algo.env_runner.module.state_dict().items()
+                  if not k.startswith("_target")}
+        chunks.append((steps, algo.phases.steps, all(np.array_equal(acting[k], learner[k]) for k in acting)))
+        return steps
+
+    algo._improvement_step = recording
+    for _ in range(4):
+        result = algo.train()
+    assert all(steps <= 24 for steps, _, _ in chunks) and result["kappa"]["max_policy_lag_env_steps"] == 24
+    assert all(synced for _, at, synced in chunks if at > 200)  # every chunk after learning starts
+    algo.stop()
+
+
+def test_bad_chunk_settings_are_refused():
+    with pytest.raises(ValueError, match="env_steps_per_sample=20 must be a multiple of rollout_fragment_length=8"):
+        short_config(KappaPIDQNConfig).training(env_steps_per_sample=20).validate()
+    with pytest.raises(ValueError, match="updates_per_learner_call must be an int >= 1"):
+        short_config(KappaPIDQNConfig).training(updates_per_learner_call=0).validate()

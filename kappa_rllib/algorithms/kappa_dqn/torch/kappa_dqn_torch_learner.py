@@ -64,13 +64,14 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         tensors = {c: torch.as_tensor(np.asarray(columns[c]))
                    for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS)}
         config = self.config.get_config_for_module(module_id)
-        module = self.module[module_id]
+        module = self.module[module_id].unwrapped()
+        module.train()  # once per call (RLlib's forward_train re-walks the module tree every step)
         optimizer = self.get_optimizer(module_id)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         syncs, stats = set(fused_update["target_syncs"]), []
         for j in range(k):
             batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
-            loss, step_stats = self.loss_and_stats(module_id, config, batch, module.forward_train(batch))
+            loss, step_stats = self.loss_and_stats(module_id, config, batch, module._forward_train(batch))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if config.grad_clip is not None:

@@ -1,0 +1,430 @@
+"""Throughput of the project's algorithms beside minimal single-process torch loops, in one run.
+
+A benchmark, not a test: every figure of one table comes from the same process and machine state,
+so compare ratios within a table, not figures across runs.
+
+    python benchmarks/throughput.py                       # W1 and W2
+    python benchmarks/throughput.py --workload w1 --steps 20000
+    python benchmarks/throughput.py --workload w2 --env-runners 1,2,4
+    python benchmarks/throughput.py --workload atari --steps 20000
+
+W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, target copy every 500
+    env steps, learning starts at 1000, epsilon 1 -> 0.02 over 10k steps, kappa 0.84, C_FA 0.05.
+    Minimal loops: DQN, kappa-PI-DQN (Algorithm 5: improvement phases, then as many TD(0) updates of
+    Q_phi as the improvement made), kappa-VI-DQN (Algorithm 6: phi <- theta per iteration).
+W2: Hopper-v5, the paper's TRPO (1024 steps per iteration, CG 10, damping 0.1, max KL 0.01, value
+    fit 5 epochs x 128, entropy 0.01), one warm-up iteration, then `--iterations` timed ones.
+Atari: kappa-PI-DQN on ALE/Breakout-v5 with the paper's settings and 100k replay, `--steps` env
+    steps after learning starts (10k, excluded from the rate); env steps/s and peak RSS.
+Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak RSS of the
+whole process tree (driver, Ray, workers) while that row ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from kappa_rllib.schedule import iteration_end, num_iterations
+
+W1 = dict(hidden=64, batch=32, env_steps_per_update=4, replay=50_000, target_every=500, learning_starts=1000,
+          lr=5e-4, gamma=0.99, epsilon_steps=10_000, epsilon_final=0.02, kappa=0.84, c_fa=0.05)
+
+
+# ----------------------------------------------------------------- memory of the process tree
+def _tree_rss_bytes(root: int) -> int:
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            pass
+        todo.extend(children.get(pid, []))
+    return total
+
+
+class PeakRSS:
+    """Samples the RSS of this process and all its descendants every 0.2 s."""
+
+    def __enter__(self):
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+            self._stop.wait(0.2)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+
+
+# ----------------------------------------------------------------- minimal W1 loops
+def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0) -> float:
+    """Single-process DQN (variant None), kappa-PI-DQN ("pi") or kappa-VI-DQN ("vi"); env steps/s."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    env = gym.make("CartPole-v1")
+    obs_dim, n_act = env.observation_space.shape[0], env.action_space.n
+
+    def mlp():
+        h = W1["hidden"]
+        return nn.Sequential(nn.Linear(obs_dim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, n_act))
+
+    q, q_t = mlp(), mlp()
+    q_t.load_state_dict(q.state_dict())
+    opt = torch.optim.Adam(q.parameters(), lr=W1["lr"])
+    kappa, gamma = (1.0 if variant is None else W1["kappa"]), W1["gamma"]
+    if variant is not None:
+        phi, phi_t = mlp(), mlp()
+        phi_t.load_state_dict(phi.state_dict())
+        opt_phi = torch.optim.Adam(phi.parameters(), lr=W1["lr"])
+    n_iter = num_iterations(kappa, W1["c_fa"], gamma)
+    cap = W1["replay"]
+    b_o, b_n = np.zeros((cap, obs_dim), np.float32), np.zeros((cap, obs_dim), np.float32)
+    b_a, b_r, b_d = np.zeros(cap, np.int64), np.zeros(cap, np.float32), np.zeros(cap, np.float32)
+    size = ptr = 0
+
+    def sample():
+        idx = rng.integers(0, size, W1["batch"])
+        return (torch.as_tensor(b_o[idx]), torch.as_tensor(b_n[idx]), torch.as_tensor(b_a[idx]),
+                torch.as_tensor(b_r[idx]), torch.as_tensor(b_d[idx]))
+
+    def step(net, optimizer, o, a, target):
+        loss = nn.functional.huber_loss(net(o).gather(1, a[:, None]).squeeze(1), target)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        optimizer.step()
+
+    obs, _ = env.reset(seed=seed)
+    start = time.perf_counter()
+    t = 0
+    for i in range(n_iter):
+        updates = 0
+        while t < iteration_end(i, total_steps, n_iter):  # improvement phase
+            eps = max(W1["epsilon_final"], 1.0 - t / W1["epsilon_steps"] * (1.0 - W1["epsilon_final"]))
+            if rng.random() < eps:
+                action = int(rng.integers(n_act))
+            else:
+                with torch.no_grad():
+                    action = int(q(torch.as_tensor(obs)).argmax())
+            nxt, reward, term, trunc, _ = env.step(action)
+            b_o[ptr], b_n[ptr], b_a[ptr], b_r[ptr], b_d[ptr] = obs, nxt, action, reward, term
+            ptr, size = (ptr + 1) % cap, min(size + 1, cap)
+            obs = nxt if not (term or trunc) else env.reset()[0]
+            t += 1
+            if t >= W1["learning_starts"] and t % W1["env_steps_per_update"] == 0:
+                o, n, a, r, d = sample()
+                with torch.no_grad():
+                    q_next = q_t(n)
+                    v_phi = 0.0
+                    if variant == "pi":
+                        v_phi = phi(n).gather(1, q_next.argmax(1, keepdim=True)).squeeze(1)
+                    elif variant == "vi":
+                        v_phi = phi(n).max(1).values
+                    target = r + gamma * (1 - kappa) * (1 - d) * v_phi + gamma * kappa * (1 - d) * q_next.max(1).values
+                step(q, opt, o, a, target)
+                updates += 1
+            if t % W1["target_every"] == 0:
+                q_t.load_state_dict(q.state_dict())
+        if variant == "vi":
+            phi.load_state_dict(q.state_dict())
+        elif variant == "pi" and i < n_iter - 1:  # evaluation phase: as many phi updates
+            for u in range(updates):
+                o, n, a, r, d = sample()
+                with torch.no_grad():
+                    pi_next = q_t(n).argmax(1, keepdim=True)
+                    target = r + gamma * (1 - d) * phi_t(n).gather(1, pi_next).squeeze(1)
+                step(phi, opt_phi, o, a, target)
+                if (u + 1) % (W1["target_every"] // W1["env_steps_per_update"]) == 0:
+                    phi_t.load_state_dict(phi.state_dict())
+    return total_steps / (time.perf_counter() - start)
+
+
+# ----------------------------------------------------------------- the project's and RLlib's W1 runs
+def w1_config(variant: str, kappa: float, total_steps: int, seed: int = 0):
+    from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig
+
+    return (
+        (KappaPIDQNConfig if variant == "pi" else KappaVIDQNConfig)()
+        .environment("CartPole-v1")
+        .training(
+            kappa=kappa, c_fa=W1["c_fa"], total_env_steps=total_steps, lr=W1["lr"], gamma=W1["gamma"],
+            train_batch_size=W1["batch"], env_steps_per_update=W1["env_steps_per_update"],
+            target_network_update_freq=W1["target_every"],
+            num_steps_sampled_before_learning_starts=W1["learning_starts"],
+            epsilon=[(0, 1.0), (W1["epsilon_steps"], W1["epsilon_final"])],
+            replay_buffer_config={"type": "UniformReplayBuffer", "capacity": W1["replay"]},
+            env_steps_per_iteration=5120,
+        )
+        .rl_module(model_config={"fcnet_hiddens": [W1["hidden"]] * 2, "head_fcnet_hiddens": []})
+        .env_runners(rollout_fragment_length=W1["env_steps_per_update"])
+        .debugging(seed=seed)
+    )
+
+
+def run_to_done(config) -> tuple[float, dict]:
+    algo = config.build_algo()
+    start, result = time.perf_counter(), {}
+    while not result.get("done"):
+        result = algo.train()
+    rate = result["kappa"]["env_steps"] / (time.perf_counter() - start)
+    algo.stop()
+    return rate, result
+
+
+def stock_rllib_dqn(total_steps: int, seed: int = 0) -> float:
+    from ray.rllib.algorithms.dqn import DQNConfig
+
+    config = (
+        DQNConfig()
+        .environment("CartPole-v1")
+        .training(
+            lr=W1["lr"], gamma=W1["gamma"], train_batch_size=W1["batch"], double_q=False, dueling=False,
+            target_network_update_freq=W1["target_every"],
+            num_steps_sampled_before_learning_starts=W1["learning_starts"],
+            epsilon=[(0, 1.0), (W1["epsilon_steps"], W1["epsilon_final"])],
+            replay_buffer_config={"type": "EpisodeReplayBuffer", "capacity": W1["replay"]},
+        )
+        .rl_module(model_config={"fcnet_hiddens": [W1["hidden"]] * 2, "head_fcnet_hiddens": []})
+        .env_runners(rollout_fragment_length=W1["env_steps_per_update"])  # one update per 4 env steps
+        .debugging(seed=seed)
+    )
+    algo = config.build_algo()
+    start, steps = time.perf_counter(), 0
+    while steps < total_steps:
+        steps = algo.train()["env_runners"]["num_env_steps_sampled_lifetime"]
+    rate = steps / (time.perf_counter() - start)
+    algo.stop()
+    return rate
+
+
+def workload_w1(steps: int) -> list[tuple]:
+    rows = []
+    for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi"), ("kappa-VI-DQN", "vi")]:
+        with PeakRSS() as mem:
+            rate = minimal_dqn_loop(steps, variant)
+        rows.append((f"minimal {name} loop", rate, name, mem.peak))
+    with PeakRSS() as mem:
+        rate = stock_rllib_dqn(steps)
+    rows.append(("stock RLlib DQN", rate, "DQN", mem.peak))
+    for name, variant, kappa in [("kappa = 1 (DQN)", "pi", 1.0), ("kappa-PI-DQN", "pi", W1["kappa"]),
+                                 ("kappa-VI-DQN", "vi", W1["kappa"])]:
+        with PeakRSS() as mem:
+            rate, result = run_to_done(w1_config(variant, kappa, steps))
+        base = "DQN" if kappa == 1.0 else name
+        rows.append((f"kappa-rllib {name}", rate, base, mem.peak,
+                     f"return {result['env_runners'].get('episode_return_mean', float('nan')):.0f}, "
+                     f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+    return rows
+
+
+# ----------------------------------------------------------------- W2: TRPO on Hopper
+def minimal_trpo_loop(iterations: int, seed: int = 0) -> float:
+    """Single-process TRPO on Hopper-v5 with the paper's settings; env steps/s after one warm-up
+    iteration."""
+    from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
+        backtracking_line_search, conjugate_gradient, flat_grad)
+    from kappa_rllib.returns import gae_advantages, plain_returns
+
+    torch.manual_seed(seed)
+    env = gym.make("Hopper-v5")
+    od, ad = env.observation_space.shape[0], env.action_space.shape[0]
+    pi = nn.Sequential(nn.Linear(od, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, ad))
+    log_std = nn.Parameter(torch.zeros(ad))
+    vf = nn.Sequential(nn.Linear(od, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1))
+    vf_opt = torch.optim.Adam(vf.parameters(), lr=1e-3)
+    params = list(pi.parameters()) + [log_std]
+    low, high = env.action_space.low, env.action_space.high
+    obs, _ = env.reset(seed=seed)
+
+    def dist(o):
+        return torch.distributions.Normal(pi(o), log_std.exp())
+
+    def one_iteration():
+        nonlocal obs
+        chunks, cur = [], {"obs": [obs], "act": [], "rew": []}
+        for _ in range(1024):
+            with torch.no_grad():
+                a = dist(torch.as_tensor(obs, dtype=torch.float32)).sample().numpy()
+            nxt, r, term, trunc, _ = env.step(np.clip(low + (a + 1) * (high - low) / 2, low, high))
+            cur["act"].append(a)
+            cur["rew"].append(r)
+            cur["obs"].append(nxt)
+            obs = nxt
+            if term or trunc:
+                chunks.append((cur, term))
+                obs, _ = env.reset()
+                cur = {"obs": [obs], "act": [], "rew": []}
+        if cur["act"]:
+            chunks.append((cur, False))
+        o_all, a_all, adv_all, ret_all = [], [], [], []
+        for c, term in chunks:
+            o = torch.as_tensor(np.array(c["obs"]), dtype=torch.float32)
+            with torch.no_grad():
+                v = vf(o).squeeze(1).numpy().astype(np.float64)
+            adv_all.append(gae_advantages(c["rew"], v, term, 0.99, 1.0))
+            ret_all.append(plain_returns(c["rew"], v[-1], term, 0.99))
+            o_all.append(o[:-1])
+            a_all.append(torch.as_tensor(np.array(c["act"])))
+        o, a = torch.cat(o_all), torch.cat(a_all)
+        adv = torch.as_tensor(np.concatenate(adv_all), dtype=torch.float32)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        with torch.no_grad():
+            old = dist(o)
+            old_logp = old.log_prob(a).sum(-1)
+
+        def surr_kl():
+            d = dist(o)
+            s = (torch.exp(d.log_prob(a).sum(-1) - old_logp) * adv).mean() + 0.01 * d.entropy().sum(-1).mean()
+            return s, torch.distributions.kl_divergence(old, d).sum(-1).mean()
+
+        s, _ = surr_kl()
+        g = flat_grad(s, params)
+
+        def fvp(v):
+            _, kl = surr_kl()
+            gk = flat_grad(kl, params, create_graph=True)
+            return flat_grad(gk @ v, params) + 0.1 * v
+
+        x = conjugate_gradient(fvp, g, 10)
+        step = torch.sqrt(2 * 0.01 / (x @ fvp(x) + 1e-12)) * x
+
+        def evaluate():
+            with torch.no_grad():
+                s2, kl2 = surr_kl()
+            return s2.item(), kl2.item()
+
+        backtracking_line_search(params, step, evaluate, s.item(), 0.01, 10)
+        ret = torch.as_tensor(np.concatenate(ret_all), dtype=torch.float32)
+        gen = np.random.default_rng(seed)
+        for _ in range(5):
+            perm = torch.as_tensor(gen.permutation(len(o)))
+            for k in range(0, len(o), 128):
+                idx = perm[k : k + 128]
+                loss = ((vf(o[idx]).squeeze(1) - ret[idx]) ** 2).mean()
+                vf_opt.zero_grad()
+                loss.backward()
+                vf_opt.step()
+
+    one_iteration()  # warm-up
+    start = time.perf_counter()
+    for _ in range(iterations):
+        one_iteration()
+    return 1024 * iterations / (time.perf_counter() - start)
+
+
+def rllib_rate(config, iterations: int, runners: int) -> float:
+    config = config.environment("Hopper-v5").env_runners(num_env_runners=runners).debugging(seed=0)
+    algo = config.build_algo()
+    algo.train()  # warm-up
+    before = algo.metrics.peek(("env_runners", "num_env_steps_sampled_lifetime"))
+    start = time.perf_counter()
+    for _ in range(iterations):
+        result = algo.train()
+    steps = result["env_runners"]["num_env_steps_sampled_lifetime"] - before
+    rate = steps / (time.perf_counter() - start)
+    algo.stop()
+    return rate
+
+
+def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from kappa_rllib import KappaPITRPOConfig, KappaVITRPOConfig, TRPOConfig
+
+    rows = []
+    with PeakRSS() as mem:
+        rate = minimal_trpo_loop(iterations)
+    rows.append(("minimal TRPO loop", rate, "TRPO", mem.peak))
+    kappa = dict(kappa=0.84, c_fa=0.2, total_env_steps=2_000_000)
+    runs = [("TRPO", TRPOConfig()), ("kappa-PI-TRPO", KappaPITRPOConfig().training(**kappa)),
+            ("kappa-VI-TRPO", KappaVITRPOConfig().training(**kappa)),
+            ("stock RLlib PPO", PPOConfig().training(train_batch_size_per_learner=1024))]
+    for name, config in runs:
+        for runners in (env_runners if name == "TRPO" else [0]):
+            with PeakRSS() as mem:
+                rate = rllib_rate(config.copy(copy_frozen=False), iterations, runners)
+            label = f"kappa-rllib {name}" if "PPO" not in name else name
+            rows.append((f"{label}, {runners} remote EnvRunner(s)", rate, "TRPO", mem.peak))
+    return rows
+
+
+# ----------------------------------------------------------------- Atari
+def workload_atari(steps: int) -> list[tuple]:
+    from kappa_rllib import KappaPIDQNConfig, presets
+
+    config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5", "dqn")))
+    start_steps = config.num_steps_sampled_before_learning_starts
+    config.environment("ALE/Breakout-v5").training(
+        total_env_steps=start_steps + steps, env_steps_per_iteration=1024).debugging(seed=0)
+    with PeakRSS() as mem:
+        algo = config.build_algo()
+        result, started = {}, None
+        while not result.get("done"):
+            result = algo.train()
+            if started is None and result["kappa"]["env_steps"] >= start_steps:
+                started, at = time.perf_counter(), result["kappa"]["env_steps"]
+        rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
+        algo.stop()
+    return [("kappa-rllib kappa-PI-DQN, Breakout, 100k replay", rate, None, mem.peak,
+             f"after {start_steps} learning-start steps")]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, atari")
+    p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
+    p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
+    p.add_argument("--env-runners", default="0", help="W2: remote EnvRunner counts for the TRPO scaling rows")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    import ray
+
+    ray.init(address="local", num_cpus=max(2, max(int(n) for n in args.env_runners.split(",")) + 1),
+             include_dashboard=False, log_to_driver=False)
+    workloads = args.workload.split(",")
+    rows = []
+    if "w1" in workloads:
+        rows += [("W1",)] + workload_w1(args.steps)
+    if "w2" in workloads:
+        rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
+    if "atari" in workloads:
+        rows += [("Atari",)] + workload_atari(args.steps)
+    ray.shutdown()
+    minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
+    print(f"\n{'run':<52}{'env steps/s':>12}{'vs minimal':>12}{'peak RSS':>11}  notes")
+    for row in rows:
+        if len(row) == 1:
+            print(f"-- {row[0]}")
+            continue
+        name, rate, base, peak = row[:4]
+        ratio = f"{rate / minimal[base]:.2f}" if base in minimal else "-"
+        print(f"{name:<52}{rate:>12.0f}{ratio:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
+
+
+if __name__ == "__main__":
+    main()
