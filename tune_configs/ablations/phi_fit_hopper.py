@@ -58,6 +58,9 @@ def main(argv=None):
     rows = []
     for r in results:
         df = r.metrics_dataframe
+        if r.error or df is None or "env_runners/episode_return_mean" not in df:
+            print(f"trial {r.path} failed: {r.error!r}")
+            continue
         returns = df["env_runners/episode_return_mean"].dropna().to_numpy()
         last = returns[-max(1, len(returns) // 10):]
         cfg = r.config

@@ -1,8 +1,8 @@
 """RLlib's DQN module, taking raw uint8 image frames.
 
-Atari observations stay uint8 (84x84x4) from the env through the replay buffer (a quarter of
-float32's memory: 100k transitions hold 5.6 GB instead of 22.6 GB) and are scaled to [0, 1]
-floats only inside the network, for Q, Q' and the learner-only Q_phi alike.
+Atari observations stay uint8 (84x84x4) from the env through the replay buffer (which stores
+each frame once, see kappa_rllib.replay) and are scaled to [0, 1] floats only inside the
+network, for Q, Q' and the learner-only Q_phi alike.
 """
 
 from __future__ import annotations
