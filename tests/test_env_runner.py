@@ -89,3 +89,29 @@ def test_epsilon_follows_the_global_step_count(ray_local):
     algo.env_runner.sample(num_timesteps=1, global_env_steps=500_000)
     assert module.epsilon_schedule.get_current_value() == pytest.approx(1.0 - 0.9 * 0.5, abs=1e-6)
     algo.stop()
+
+
+def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_local):
+    """With remote EnvRunners the next chunk is sampled while the learner updates: every env step
+    is still counted exactly once, nothing is in flight between train() calls, and the acting
+    weights lag at most two chunks."""
+    config = (
+        KappaPIDQNConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2, rollout_fragment_length=8)
+        .training(kappa=0.9, c_fa=0.3, total_env_steps=2000, env_steps_per_iteration=400, env_steps_per_sample=32,
+                  num_steps_sampled_before_learning_starts=100, target_network_update_freq=100,
+                  replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 5000})
+        .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    results = []
+    while not results or not results[-1].get("done"):
+        results.append(algo.train())
+        assert algo._in_flight is None
+    assert results[-1]["kappa"]["env_steps"] == 2000
+    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 2000
+    assert len(algo.local_replay_buffer) == 2000
+    assert 32 < results[-1]["kappa"]["max_policy_lag_env_steps"] <= 64
+    algo.stop()

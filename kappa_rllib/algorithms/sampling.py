@@ -19,17 +19,36 @@ def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = N
     if group.num_remote_workers() == 0:
         results = [_sample_one(group.local_env_runner, num_steps, start)]
     else:
-        ids = list(group.healthy_worker_ids())  # a restarting runner's share goes to the others
-        if not ids:
-            raise RuntimeError("no healthy EnvRunner to sample from")
-        base, extra = divmod(num_steps, len(ids))
-        shares = [base + (i < extra) for i in range(len(ids))]
-        offsets = [start + sum(shares[:i]) for i in range(len(ids))]
-        results = group.foreach_env_runner(
-            [lambda er, n=n, o=o: _sample_one(er, n, o) for n, o in zip(shares, offsets)],
-            remote_worker_ids=ids,
-            local_env_runner=False,
-        )
+        ids, funcs = _remote_shares(group, num_steps, start)
+        results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
+    algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
+    return [seg for segs, _ in results for seg in segs]
+
+
+_ASYNC_TAG = "kappa_rllib_sample"
+
+
+def _remote_shares(group, num_steps: int, start: int):
+    ids = list(group.healthy_worker_ids())  # a restarting runner's share goes to the others
+    if not ids:
+        raise RuntimeError("no healthy EnvRunner to sample from")
+    base, extra = divmod(num_steps, len(ids))
+    shares = [base + (i < extra) for i in range(len(ids))]
+    offsets = [start + sum(shares[:i]) for i in range(len(ids))]
+    return ids, [lambda er, n=n, o=o: _sample_one(er, n, o) for n, o in zip(shares, offsets)]
+
+
+def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> None:
+    """Starts sampling `num_steps` env steps on the remote EnvRunners and returns at once (the
+    runners keep their current weights for it); `collect_env_steps` waits for the segments."""
+    group = algorithm.env_runner_group
+    ids, funcs = _remote_shares(group, num_steps, global_env_steps)
+    group.foreach_env_runner_async(funcs, tag=_ASYNC_TAG, remote_worker_ids=ids)
+
+
+def collect_env_steps(algorithm) -> list[dict]:
+    """The segments of the sampling started by `submit_env_steps` (waits for all runners)."""
+    results = [r for _, r in algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)]
     algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
     return [seg for segs, _ in results for seg in segs]
 

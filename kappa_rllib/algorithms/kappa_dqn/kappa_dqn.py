@@ -30,7 +30,12 @@ from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFET
 from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
-from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
+from kappa_rllib.algorithms.sampling import (
+    collect_env_steps,
+    sample_env_steps,
+    submit_env_steps,
+    sync_env_runner_weights,
+)
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
@@ -74,6 +79,9 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         # The unit of the update bookkeeping: updates and target copies fall due per fragment.
         self.rollout_fragment_length = 4
         self.updates_per_learner_call = 64  # gradient steps fused into one learner call (at most)
+        # With remote EnvRunners: sample the next chunk while the learner updates on this one
+        # (policy lag <= 2 x env_steps_per_sample).
+        self.overlap_sampling = True
         self.env_runner_cls = RawTransitionEnvRunner
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
         # Our training_step runs its own loop to `env_steps_per_iteration` (it must stop
@@ -91,7 +99,7 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         )
 
     def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None, env_steps_per_sample=None,
-                 updates_per_learner_call=None, checkpoint_replay_buffer=None, v_phi_source=None,
+                 updates_per_learner_call=None, overlap_sampling=None, checkpoint_replay_buffer=None, v_phi_source=None,
                  episodic_life=None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
         self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
@@ -101,6 +109,7 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
             env_steps_per_iteration=env_steps_per_iteration,
             env_steps_per_sample=env_steps_per_sample,
             updates_per_learner_call=updates_per_learner_call,
+            overlap_sampling=overlap_sampling,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
             v_phi_source=v_phi_source,
             episodic_life=episodic_life,
@@ -143,6 +152,8 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
             raise ValueError("env_runner_cls must be kappa_rllib.env_runner.RawTransitionEnvRunner (or a subclass)")
         if self.v_phi_source not in ("paper", "authors"):
             raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
+        if not isinstance(self.overlap_sampling, bool):
+            raise ValueError(f"overlap_sampling must be true or false, got {self.overlap_sampling!r}")
         if not isinstance(self.episodic_life, bool):
             raise ValueError(f"episodic_life must be true or false, got {self.episodic_life!r}")
         clip = self.clip_rewards
@@ -206,6 +217,8 @@ class KappaDQN(KappaLoopMixin, Algorithm):
             # gamma (1 - kappa) = 0, so evaluating it is wasted work and the algorithm is DQN.
             with_evaluation_phase=cfg.kappa_plan.evaluates_phi,
         )
+        self._in_flight: int | None = None  # env steps being sampled ahead (overlap_sampling)
+        self._last_chunk_steps = 0
         self.counters = {
             "theta_updates": 0,
             "phi_updates": 0,
@@ -231,12 +244,26 @@ class KappaDQN(KappaLoopMixin, Algorithm):
         """
         cfg = self.config
         n = min(cfg.env_steps_per_sample, self.phases.steps_left_in_phase(), max_steps)
-        segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
+        prefetched = self._in_flight is not None
+        if prefetched:  # sampled while the previous chunk's updates ran
+            assert self._in_flight == n, (self._in_flight, n)
+            segments, self._in_flight = collect_env_steps(self), None
+        else:
+            segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
         transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
         steps = len(transitions.get(Columns.REWARDS, ()))
         self.local_replay_buffer.add(transitions)
         num_updates, syncs = self._theta_schedule(steps)
-        self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], steps)
+        # env steps acted with weights older than this chunk's update (one chunk more when prefetched)
+        lag = steps + (self._last_chunk_steps if prefetched else 0)
+        self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
+        self._last_chunk_steps = steps
+        n_next = min(cfg.env_steps_per_sample, self.phases.steps_left_in_phase(), max_steps - steps)
+        if cfg.overlap_sampling and self.env_runner_group.num_remote_workers() and n_next > 0:
+            # Overlap: the remote EnvRunners sample the next chunk (same phase, same train() call,
+            # so nothing is in flight at a checkpoint) while the learner updates on this one.
+            submit_env_steps(self, n_next, global_env_steps=self.phases.steps)
+            self._in_flight = n_next
         if num_updates:
             self._update(DEFAULT_MODULE_ID, num_updates, target_syncs=syncs)
             self.counters["theta_updates"] += num_updates
