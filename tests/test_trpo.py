@@ -67,18 +67,25 @@ def random_batch(env_id, n=512, seed=0):
     return {"obs": torch.as_tensor(obs), "actions": torch.as_tensor(actions), "advantages": torch.as_tensor(adv)}
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "InvertedPendulum-v5"])
-def test_trpo_step_respects_the_kl_limit(env_id):
-    learner = make_learner(TRPOConfig().environment(env_id).training(max_kl=0.01).debugging(seed=0))
+def step_and_measure_kl(learner, env_id):
+    """One policy step on a random batch; returns its stats and the KL(old || new) it made."""
     module = learner.module[DEFAULT_MODULE_ID].unwrapped()
     batch = random_batch(env_id)
     dist_cls = module.get_train_action_dist_cls()
-    with torch.no_grad():
-        before = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
+
+    def dist():
+        with torch.no_grad():
+            return dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
+
+    before = dist()
     stats = learner.policy_step(batch)
-    with torch.no_grad():
-        after = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
-        kl = before.kl(after).mean().item()
+    return stats, before.kl(dist()).mean().item()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "InvertedPendulum-v5"])
+def test_trpo_step_respects_the_kl_limit(env_id):
+    learner = make_learner(TRPOConfig().environment(env_id).training(max_kl=0.01).debugging(seed=0))
+    stats, kl = step_and_measure_kl(learner, env_id)
     assert stats["step_accepted"] == 1.0 and stats["surrogate_improvement"] > 0
     assert 0 < kl <= 0.01 + 1e-7
     assert kl == pytest.approx(stats["mean_kl"], rel=1e-4)
@@ -230,17 +237,9 @@ def test_kappa_one_is_trpo_exactly(config_cls):
 
 def test_authors_trpo_options_accept_up_to_1_5_max_kl_with_subsampled_fisher_products():
     cfg = TRPOConfig().environment("CartPole-v1").training(max_kl=0.01, kl_accept_factor=1.5, fvp_subsample=5)
-    learner = make_learner(cfg.debugging(seed=0))
-    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
-    batch = random_batch("CartPole-v1")
-    dist_cls = module.get_train_action_dist_cls()
-    with torch.no_grad():
-        before = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
-    stats = learner.policy_step(batch)
-    with torch.no_grad():
-        after = dist_cls.from_logits(module.forward_train({Columns.OBS: batch["obs"]})[Columns.ACTION_DIST_INPUTS])
+    stats, kl = step_and_measure_kl(make_learner(cfg.debugging(seed=0)), "CartPole-v1")
     assert stats["step_accepted"] == 1.0
-    assert 0 < before.kl(after).mean().item() <= 0.015 + 1e-7
+    assert 0 < kl <= 0.015 + 1e-7
 
 
 @pytest.mark.parametrize("setting, value", [("kl_accept_factor", 0.5), ("fvp_subsample", 0), ("fvp_subsample", True)])
