@@ -115,3 +115,16 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
     assert len(algo.local_replay_buffer) == 2000
     assert 32 < results[-1]["kappa"]["max_policy_lag_env_steps"] <= 64
     algo.stop()
+
+
+@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaPITRPOConfig])
+def test_settings_the_raw_transition_runner_cannot_serve_are_refused(config_cls):
+    base = lambda: config_cls().environment("CartPole-v1")  # noqa: E731
+    with pytest.raises(ValueError, match="evaluation_interval=1 is not supported"):
+        base().evaluation(evaluation_interval=1).validate()
+    with pytest.raises(ValueError, match="gym_env_vectorize_mode must be 'SYNC'"):
+        base().env_runners(gym_env_vectorize_mode="async").validate()
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    with pytest.raises(ValueError, match="env_runner_cls must be"):
+        base().env_runners(env_runner_cls=SingleAgentEnvRunner).validate()

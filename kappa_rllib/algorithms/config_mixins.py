@@ -13,6 +13,21 @@ class EnvIdMixin:
     """`.environment(id)` as RLlib's, but ids needing our construction (`ALE/...` with the
     paper's preprocessing, the tabular MDP) are routed through `kappa_rllib.envs`."""
 
+    def validate_sampling(self) -> None:
+        """What the raw-transition EnvRunner needs (kappa_rllib.env_runner)."""
+        from kappa_rllib.env_runner import RawTransitionEnvRunner
+
+        if not (isinstance(self.env_runner_cls, type) and issubclass(self.env_runner_cls, RawTransitionEnvRunner)):
+            raise ValueError("env_runner_cls must be kappa_rllib.env_runner.RawTransitionEnvRunner (or a subclass)")
+        if self.evaluation_interval:
+            raise ValueError(
+                f"evaluation_interval={self.evaluation_interval!r} is not supported: RLlib's evaluation "
+                "loop expects episode objects, which the raw-transition EnvRunner does not make; the "
+                "reported training returns are per full episode"
+            )
+        if "async" in str(self.gym_env_vectorize_mode).lower():
+            raise ValueError("gym_env_vectorize_mode must be 'SYNC': the EnvRunner steps the sub-envs itself")
+
     def environment(self, env=NotProvided, **kwargs):
         if isinstance(env, str):
             env = envs.rllib_env_name(env)

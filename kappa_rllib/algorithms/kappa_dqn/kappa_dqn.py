@@ -148,8 +148,7 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
                 f"env_steps_per_sample={self.env_steps_per_sample} must be a multiple of "
                 f"rollout_fragment_length={fragment} (the unit updates are counted in)"
             )
-        if not issubclass(self.env_runner_cls, RawTransitionEnvRunner):
-            raise ValueError("env_runner_cls must be kappa_rllib.env_runner.RawTransitionEnvRunner (or a subclass)")
+        self.validate_sampling()
         if self.v_phi_source not in ("paper", "authors"):
             raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
         if not isinstance(self.overlap_sampling, bool):

@@ -106,6 +106,7 @@ class TRPOConfig(EnvIdMixin, AlgorithmConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.validate_sampling()
         if self.num_learners > 1:
             raise ValueError(
                 f"num_learners={self.num_learners}: TRPO's conjugate-gradient step runs on one learner "
