@@ -15,9 +15,11 @@ W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, tar
 W2: Hopper-v5, the paper's TRPO (1024 steps per iteration, CG 10, damping 0.1, max KL 0.01, value
     fit 5 epochs x 128, entropy 0.01), one warm-up iteration, then `--iterations` timed ones.
 Atari: kappa-PI-DQN on ALE/Breakout-v5 with the paper's settings and 100k replay, `--steps` env
-    steps after learning starts (10k, excluded from the rate); env steps/s and peak RSS.
-Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak RSS of the
-whole process tree (driver, Ray, workers) while that row ran.
+    steps after learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay
+    is full), env steps/s and peak RSS.
+Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak memory of the
+whole process tree (driver, Ray's own processes, workers) while that row ran, as proportional set
+size (PSS: pages shared between processes, e.g. torch's libraries, count once).
 """
 
 from __future__ import annotations
@@ -39,7 +41,24 @@ W1 = dict(hidden=64, batch=32, env_steps_per_update=4, replay=50_000, target_eve
 
 
 # ----------------------------------------------------------------- memory of the process tree
-def _tree_rss_bytes(root: int) -> int:
+def _memory_bytes(pid: int) -> int:
+    """Proportional set size (shared pages split between the processes that map them, so a
+    library loaded by every Ray worker counts once over the tree), else RSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def _tree_memory_bytes(root: int) -> int:
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -52,17 +71,13 @@ def _tree_rss_bytes(root: int) -> int:
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()
-        try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
-            pass
+        total += _memory_bytes(pid)
         todo.extend(children.get(pid, []))
     return total
 
 
 class PeakRSS:
-    """Samples the RSS of this process and all its descendants every 0.2 s."""
+    """Samples the memory (PSS) of this process and all its descendants every 0.2 s."""
 
     def __enter__(self):
         self.peak, self._stop = 0, threading.Event()
@@ -72,13 +87,13 @@ class PeakRSS:
 
     def _run(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+            self.peak = max(self.peak, _tree_memory_bytes(os.getpid()))
             self._stop.wait(0.2)
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _tree_rss_bytes(os.getpid()))
+        self.peak = max(self.peak, _tree_memory_bytes(os.getpid()))
 
 
 # ----------------------------------------------------------------- minimal W1 loops
@@ -374,10 +389,12 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
 
 
 # ----------------------------------------------------------------- Atari
-def workload_atari(steps: int) -> list[tuple]:
+def workload_atari(steps: int, fill_replay: bool) -> list[tuple]:
     from kappa_rllib import KappaPIDQNConfig, presets
 
     config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5", "dqn")))
+    if fill_replay:  # learning starts with the paper's 100k replay full: the memory high-water mark
+        config.training(num_steps_sampled_before_learning_starts=config.replay_buffer_config["capacity"])
     start_steps = config.num_steps_sampled_before_learning_starts
     config.environment("ALE/Breakout-v5").training(
         total_env_steps=start_steps + steps, env_steps_per_iteration=1024).debugging(seed=0)
@@ -400,6 +417,8 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0", help="W2: remote EnvRunner counts for the TRPO scaling rows")
+    p.add_argument("--fill-replay", action="store_true",
+                   help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     import ray
@@ -413,10 +432,10 @@ def main(argv=None):
     if "w2" in workloads:
         rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
     if "atari" in workloads:
-        rows += [("Atari",)] + workload_atari(args.steps)
+        rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay)
     ray.shutdown()
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
-    print(f"\n{'run':<52}{'env steps/s':>12}{'vs minimal':>12}{'peak RSS':>11}  notes")
+    print(f"\n{'run':<52}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")
     for row in rows:
         if len(row) == 1:
             print(f"-- {row[0]}")
