@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -37,7 +38,6 @@ from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
-from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
 
 LIFE_LOST = "life_lost"
 
@@ -142,18 +142,22 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
             sampled = dist.sample()
             logps = dist.logp(sampled).numpy() if explore else None
             actions = sampled.numpy()
-        return actions, [self._to_env(a) for a in actions], logps
+        return actions, self._to_env(actions), logps
 
-    def _to_env(self, action):
-        """What RLlib's module-to-env connector does to an action: unsquash or clip for boxes."""
+    def _to_env(self, actions: np.ndarray) -> list:
+        """What RLlib's module-to-env connector does to actions: for a Box space, unsquash from
+        [-1, 1] to the bounds (`normalize_actions`, RLlib's default) or clip (`clip_actions`)."""
         space = self.env.single_action_space
-        if isinstance(action, np.ndarray) and action.ndim == 0:
-            action = action.item()
-        if self.config.normalize_actions and not np.isscalar(action):
-            return unsquash_action(action, space)
-        if self.config.clip_actions and not np.isscalar(action):
-            return clip_action(action, space)
-        return action
+        if isinstance(space, gym.spaces.Box) and space.dtype.kind == "f":
+            low, high = space.low, space.high
+            if self.config.normalize_actions:
+                if np.all(space.bounded_below) and np.all(space.bounded_above):  # RLlib's unsquash_action
+                    actions = np.clip(low + (actions + 1.0) * (high - low) / 2.0, low, high)
+                return list(actions)
+            if self.config.clip_actions:
+                return list(np.clip(actions, low, high))
+            return list(actions)
+        return [a.item() if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in actions]
 
     def _new_part(self, i: int) -> dict:
         return {"obs": [self._obs[i]], "actions": [], "rewards": [], "logp": [], "life_lost": []}

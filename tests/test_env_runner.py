@@ -128,3 +128,23 @@ def test_settings_the_raw_transition_runner_cannot_serve_are_refused(config_cls)
 
     with pytest.raises(ValueError, match="env_runner_cls must be"):
         base().env_runners(env_runner_cls=SingleAgentEnvRunner).validate()
+
+
+@pytest.mark.parametrize("normalize, clip", [(True, False), (False, True), (False, False)])
+def test_box_actions_reach_the_env_as_rllibs_connector_sends_them(ray_local, normalize, clip):
+    from ray.rllib.utils.spaces.space_utils import clip_action, unsquash_action
+
+    from kappa_rllib import TRPOConfig
+
+    algo = TRPOConfig().environment("Pendulum-v1", normalize_actions=normalize, clip_actions=clip).build_algo()
+    runner = algo.env_runner
+    space = runner.env.single_action_space
+    actions = np.random.default_rng(0).uniform(-3, 3, size=(16, 1)).astype(np.float32)
+    if normalize:
+        expected = [unsquash_action(a, space) for a in actions]
+    elif clip:
+        expected = [clip_action(a, space) for a in actions]
+    else:
+        expected = list(actions)
+    np.testing.assert_allclose(np.array(runner._to_env(actions)), np.array(expected), rtol=1e-6)
+    algo.stop()
