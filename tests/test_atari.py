@@ -98,6 +98,7 @@ def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_termina
                   env_steps_per_iteration=88, episodic_life=True, train_batch_size=8,
                   replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 100})
         .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": []})
+        .env_runners(num_envs_per_env_runner=1)  # one stream, so the stored order is the game's
         .debugging(seed=0)
     )
     algo = config.build_algo()

@@ -83,6 +83,9 @@ class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
         # (policy lag <= 2 x env_steps_per_sample).
         self.overlap_sampling = True
         self.env_runner_cls = RawTransitionEnvRunner
+        # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
+        # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
+        self.num_envs_per_env_runner = 4
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
         # Our training_step runs its own loop to `env_steps_per_iteration` (it must stop
         # exactly at the end of the schedule), so RLlib's own iteration minimums are off.
