@@ -39,7 +39,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-LIFE_LOST = "life_lost"
+from kappa_rllib.envs import LIFE_LOST
+
 
 
 class RawTransitionEnvRunner(SingleAgentEnvRunner):

@@ -17,6 +17,7 @@ import json
 import gymnasium as gym
 import numpy as np
 
+LIFE_LOST = "life_lost"  # the info key LifeLossSignal sets on every step
 TABULAR_ENV = "kappa_rllib/TabularMDP"
 COUNTING_ENV = "kappa_rllib/Counting"  # a scripted env for checking samplers (CountingEnv)
 _OWN_IDS = (TABULAR_ENV, COUNTING_ENV)
@@ -98,7 +99,7 @@ class LifeLossSignal(gym.Wrapper):
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
         self.lives = int(info.get("lives", 0))
-        return obs, {**info, "life_lost": False}
+        return obs, {**info, LIFE_LOST: False}
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -111,7 +112,7 @@ class LifeLossSignal(gym.Wrapper):
                 if terminated or truncated:
                     break
         self.lives = int(info.get("lives", 0))
-        return obs, reward, terminated, truncated, {**info, "life_lost": life_lost}
+        return obs, reward, terminated, truncated, {**info, LIFE_LOST: life_lost}
 
 
 _ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}

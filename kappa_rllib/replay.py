@@ -15,7 +15,6 @@ from ray.rllib.core.columns import Columns
 OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS = (
     Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.NEXT_OBS, Columns.TERMINATEDS
 )
-LIFE_LOST = "life_lost"  # the info key of kappa_rllib.envs' Atari wrapper
 
 
 class FrameStore:
@@ -235,37 +234,3 @@ class UniformReplayBuffer:
             for k, v in arrays.items():
                 self._arrays[k][: len(v)] = v
         self._rng.bit_generator.state = state["rng"]
-
-
-def episodes_to_transitions(episodes, life_loss_terminal: bool = False) -> dict[str, np.ndarray]:
-    """Flattens RLlib SingleAgentEpisode chunks into raw (s, a, r, s', terminated) arrays.
-
-    Only the last step of a terminated chunk is terminal; a truncated chunk's last step keeps
-    terminated = 0 so its value is bootstrapped from the final observation. With
-    `life_loss_terminal` (DeepMind's episodic life), a step whose info says `life_lost` is
-    terminal for learning too, although the game (and the reported episode) goes on.
-    """
-    parts = {OBS: [], ACTIONS: [], REWARDS: [], NEXT_OBS: [], TERMINATEDS: []}
-    for ep in episodes:
-        n = len(ep)
-        if n == 0:
-            continue
-        obs = np.asarray(ep.get_observations(slice(0, n + 1)))
-        parts[OBS].append(obs[:-1])
-        parts[NEXT_OBS].append(obs[1:])
-        parts[ACTIONS].append(np.asarray(ep.get_actions(slice(0, n))))
-        parts[REWARDS].append(np.asarray(ep.get_rewards(slice(0, n)), dtype=np.float32))
-        terminated = np.zeros(n, dtype=np.float32)
-        if life_loss_terminal:
-            infos = ep.get_infos(slice(1, n + 1))  # info i + 1 comes with step i's outcome
-            if any(LIFE_LOST not in info for info in infos):
-                raise ValueError(
-                    "episodic_life=True needs an env whose step info has 'life_lost' "
-                    "(the ALE/... envs of kappa_rllib.envs); this env's has not"
-                )
-            terminated[:] = [float(info[LIFE_LOST]) for info in infos]
-        terminated[-1] = max(terminated[-1], float(ep.is_terminated))
-        parts[TERMINATEDS].append(terminated)
-    if not parts[REWARDS]:
-        return {}
-    return {k: np.concatenate(v) for k, v in parts.items()}
