@@ -46,13 +46,13 @@ def main(argv=None):
             added += len(chunk)
             chunk = []
     elapsed = time.time() - started
-    held = buf._frames.frames.nbytes + sum(a.nbytes for a in buf._arrays.values())
+    held = buf._frames.nbytes + 8 * buf._frames.capacity + sum(a.nbytes for a in buf._arrays.values())
     full = len(buf) * 2 * 84 * 84 * 4 + sum(a.nbytes for k, a in buf._arrays.items() if not k.endswith("_ids"))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"transitions {len(buf):,} from {episodes} Breakout games in {elapsed:.0f} s")
     print(f"frames written per transition: {buf._frames.written / added:.3f}")
-    print(f"compact replay: {held / 2**30:.2f} GiB allocated; full stacks would take {full / 2**30:.2f} GiB "
-          f"({full / held:.1f}x)")
+    print(f"compact replay: {held / 2**20:.0f} MiB held; full stacks would take {full / 2**30:.2f} GiB "
+          f"({full / held:.0f}x)")
     print(f"peak RSS of this process (env + buffer): {peak_mb / 1024:.2f} GiB")
 
 

