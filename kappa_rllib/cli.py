@@ -21,6 +21,7 @@ import logging
 import math
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from kappa_rllib import defaults
@@ -192,14 +193,18 @@ def describe(algo: str, config, args) -> str:
 
 
 def _run_dir(parent: str, algo: str, args, config) -> Path:
+    """A new run folder, named by every setting that tells runs apart and a short unique suffix
+    (two runs started in the same second never collide); the full config goes to params.json."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if algo in KAPPA_ALGORITHMS:
-        tag = f"k{config.kappa}_c{config.c_fa}"
+        tag = f"k{config.kappa}_c{config.c_fa}" + ("_naive" if config.naive_schedule else "")
     else:
         tag = f"lam{args.lambda_}" if algo == "gae" else "k1.0"
-    name = f"{algo}_{args.env.replace('/', '-')}_{tag}_s{args.seed}_{stamp}"
+    name = f"{algo}_{args.env.replace('/', '-')}_{tag}_g{config.gamma}_s{args.seed}_{stamp}_{uuid.uuid4().hex[:6]}"
     path = Path(parent) / name
     path.mkdir(parents=True, exist_ok=False)
+    with open(path / "params.json", "w") as f:
+        json.dump(_jsonable(config.to_dict()), f, indent=1, sort_keys=True)
     return path
 
 

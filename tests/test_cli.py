@@ -55,6 +55,9 @@ def test_train_writes_progress_results_and_checkpoint(tmp_path):
     results = [json.loads(line) for line in open(run_dir / "result.json")]
     assert results[-1]["kappa"]["phase"] == "done" and results[-1]["done"] is True
     assert (run_dir / "checkpoint" / "learner_group").is_dir()
+    params = json.load(open(run_dir / "params.json"))
+    assert params["kappa"] == 0.9 and params["c_fa"] == 0.3 and params["total_env_steps"] == 5000
+    assert run_dir.name.startswith("kappa-vi-dqn_CartPole-v1_k0.9_c0.3_g0.99_s1_")
     assert str(run_dir.resolve()) in proc.stdout
 
 
@@ -82,3 +85,16 @@ def test_help_shows_the_defaults_of_both_families():
     proc = subprocess.run(CLI + ["train", "--help"], capture_output=True, text=True, timeout=60)
     text = " ".join(proc.stdout.split())
     assert "DQN family 0.05, TRPO family 0.2" in text and "DQN family 10,000,000, TRPO family 2,000,000" in text
+
+
+def test_run_folders_never_collide(tmp_path):
+    """Two runs started in the same second with the same settings get two folders, named by
+    every setting that tells runs apart (naive schedule, gamma), each with its params.json."""
+    from kappa_rllib.cli import _run_dir, build_parser, make_config
+
+    args = build_parser().parse_args(["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--naive-schedule",
+                       "--total-steps", "2000", "--gamma", "0.9"])
+    config, _ = make_config("kappa-pi-dqn", args)
+    a, b = _run_dir(str(tmp_path), "kappa-pi-dqn", args, config), _run_dir(str(tmp_path), "kappa-pi-dqn", args, config)
+    assert a != b and "_naive_g0.9_" in a.name
+    assert json.load(open(a / "params.json"))["naive_schedule"] is True
