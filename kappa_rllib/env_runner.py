@@ -43,6 +43,11 @@ from kappa_rllib.envs import LIFE_LOST
 
 
 
+def _float32(obs: np.ndarray) -> np.ndarray:
+    """Float observations as float32, what the torch modules take; other dtypes (uint8 frames) as they are."""
+    return obs.astype(np.float32) if obs.dtype.kind == "f" and obs.dtype != np.float32 else obs
+
+
 class RawTransitionEnvRunner(SingleAgentEnvRunner):
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
@@ -117,10 +122,7 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
     @torch.no_grad()
     def _act(self, observations, explore: bool, t: int):
         """One batched forward pass: (module actions, env actions, log-probs or None)."""
-        obs = np.stack(observations)
-        if obs.dtype.kind == "f" and obs.dtype != np.float32:
-            obs = obs.astype(np.float32)
-        batch = {Columns.OBS: torch.from_numpy(obs)}
+        batch = {Columns.OBS: torch.from_numpy(_float32(np.stack(observations)))}
         logps = None
         if self._epsilon_greedy:
             # epsilon-greedy on Q_theta, epsilon from the module's own schedule at global step t
@@ -165,11 +167,8 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
 
     @staticmethod
     def _close(part: dict, terminated: bool, truncated: bool) -> dict:
-        obs = np.stack(part["obs"])
-        if obs.dtype.kind == "f" and obs.dtype != np.float32:  # what the torch modules take
-            obs = obs.astype(np.float32)
         seg = {
-            Columns.OBS: obs,
+            Columns.OBS: _float32(np.stack(part["obs"])),
             Columns.ACTIONS: np.stack(part["actions"]),
             Columns.REWARDS: np.asarray(part["rewards"], np.float32),
             "terminated": bool(terminated),

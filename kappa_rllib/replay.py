@@ -196,20 +196,20 @@ class UniformReplayBuffer:
         """n transitions drawn uniformly with replacement."""
         if self._size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        idx = (self._oldest() + self._rng.integers(0, self._size, size=n)) % self.capacity
-        out = {k: v[idx] for k, v in self._arrays.items()}
-        if self._frames is not None:
-            out[OBS] = self._frames._gather(out.pop(OBS + "_ids"))
-            out[NEXT_OBS] = self._frames._gather(out.pop(NEXT_OBS + "_ids"))
-        return out
+        return self._rows(self._rng.integers(0, self._size, size=n))
 
     def transitions(self) -> dict[str, np.ndarray]:
         """All stored transitions, oldest first, observations as full stacks (for tests/inspection)."""
-        idx = (self._oldest() + np.arange(self._size)) % self.capacity
-        out = {k: v[idx] for k, v in (self._arrays or {}).items()}
-        if self._frames is not None and self._size:
-            out[OBS] = self._frames._gather(out.pop(OBS + "_ids"))
-            out[NEXT_OBS] = self._frames._gather(out.pop(NEXT_OBS + "_ids"))
+        return self._rows(np.arange(self._size)) if self._size else {}
+
+    def _rows(self, positions: np.ndarray) -> dict[str, np.ndarray]:
+        """Transitions at `positions` (0 = oldest); image stacks rebuilt from their frames, obs and
+        next obs in one pass (they share most frames, each is decompressed once)."""
+        idx = (self._oldest() + positions) % self.capacity
+        out = {k: v[idx] for k, v in self._arrays.items()}
+        if self._frames is not None:
+            both = self._frames._gather(np.stack([out.pop(OBS + "_ids"), out.pop(NEXT_OBS + "_ids")]))
+            out[OBS], out[NEXT_OBS] = both[0], both[1]
         return out
 
     def get_state(self) -> dict:

@@ -13,6 +13,15 @@ class EnvIdMixin:
     """`.environment(id)` as RLlib's, but ids needing our construction (`ALE/...` with the
     paper's preprocessing, the tabular MDP) are routed through `kappa_rllib.envs`."""
 
+    def environment(self, env=NotProvided, **kwargs):
+        if isinstance(env, str):
+            env = envs.rllib_env_name(env)
+        return super().environment(env, **kwargs)
+
+
+class RawSamplingMixin:
+    """Settings checks for the raw-transition EnvRunner that every algorithm here samples with."""
+
     def validate_sampling(self) -> None:
         """What the raw-transition EnvRunner needs (kappa_rllib.env_runner)."""
         from kappa_rllib.env_runner import RawTransitionEnvRunner
@@ -27,11 +36,6 @@ class EnvIdMixin:
             )
         if "async" in str(self.gym_env_vectorize_mode).lower():
             raise ValueError("gym_env_vectorize_mode must be 'SYNC': the EnvRunner steps the sub-envs itself")
-
-    def environment(self, env=NotProvided, **kwargs):
-        if isinstance(env, str):
-            env = envs.rllib_env_name(env)
-        return super().environment(env, **kwargs)
 
 
 class KappaConfigMixin:

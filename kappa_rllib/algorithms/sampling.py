@@ -21,6 +21,11 @@ def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = N
     else:
         ids, funcs = _remote_shares(group, num_steps, start)
         results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
+    return _segments_and_metrics(algorithm, results)
+
+
+def _segments_and_metrics(algorithm, results) -> list[dict]:
+    """The runners' (segments, metrics) pairs: metrics into `env_runners/...`, segments returned."""
     algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
     return [seg for segs, _ in results for seg in segs]
 
@@ -48,9 +53,8 @@ def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> None:
 
 def collect_env_steps(algorithm) -> list[dict]:
     """The segments of the sampling started by `submit_env_steps` (waits for all runners)."""
-    results = [r for _, r in algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)]
-    algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
-    return [seg for segs, _ in results for seg in segs]
+    ready = algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)
+    return _segments_and_metrics(algorithm, [r for _, r in ready])
 
 
 def _sample_one(env_runner, num_steps: int, global_env_steps: int):

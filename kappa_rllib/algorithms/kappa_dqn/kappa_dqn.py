@@ -28,7 +28,7 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from kappa_rllib import defaults, envs
-from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin
+from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin, RawSamplingMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import (
     collect_env_steps,
@@ -45,7 +45,7 @@ from kappa_rllib.variant import PHI_MODULE_ID, PI, VI
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
 
-class KappaDQNConfig(EnvIdMixin, KappaConfigMixin, DQNConfig):
+class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
     """Shared config of kappa-PI-DQN and kappa-VI-DQN; use the two subclasses."""
 
     def __init__(self, algo_class=None):

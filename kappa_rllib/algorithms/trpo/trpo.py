@@ -24,7 +24,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib import envs
-from kappa_rllib.algorithms.config_mixins import EnvIdMixin
+from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin
 from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.schedule import validate_gamma
@@ -35,7 +35,7 @@ _TRPO_SETTINGS = (
 )
 
 
-class TRPOConfig(EnvIdMixin, AlgorithmConfig):
+class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TRPO)
         # The paper's Table 4 and the authors' code (docs/paper-settings.md)

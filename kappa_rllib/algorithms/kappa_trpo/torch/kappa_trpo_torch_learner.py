@@ -17,7 +17,6 @@ The algorithm says which batch ends an iteration through the update call's
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
@@ -28,6 +27,7 @@ from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 
 # The plain return rho_j (Alg. 7, line 8), V_phi's regression target; no RLlib column exists for it.
 PHI_VALUE_TARGETS = "kappa_phi_value_targets"
+PHI_SHAPING_VALUES = "kappa_phi_shaping_values"  # V_phi_shaping(s_j), computed with the targets
 
 
 class KappaTRPOTorchLearner(TRPOTorchLearner):
@@ -65,6 +65,7 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
         if self.plan.evaluates_phi:
             # rho_j bootstraps with the trained V_phi: the current estimate of the original MDP's value
             out[PHI_VALUE_TARGETS] = plain_returns(rewards, values[PHI_MODULE_ID][-1], terminated, cfg.gamma)
+            out[PHI_SHAPING_VALUES] = v_shaping[:-1]  # for the metric below, not recomputed
         return out
 
     def after_value_fit(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> None:
@@ -74,7 +75,7 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
             # how well the shaping network tracks the plain returns (too small: shaping ~ r)
             self.metrics.log_dict(
                 {"rho_mean": data[PHI_VALUE_TARGETS].mean().item(),
-                 "v_phi_shaping_mean": self._values(PHI_SHAPING_MODULE_ID, data[Columns.OBS]).mean().item()},
+                 "v_phi_shaping_mean": data[PHI_SHAPING_VALUES].mean().item()},
                 key=PHI_MODULE_ID, window=1,
             )
         if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
@@ -84,10 +85,6 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
                 self._refresh_phi_snapshot()
             elif plan.copies_theta_to_phi:
                 self.copy_value_theta_to_phi()
-
-    @torch.no_grad()
-    def _values(self, module_id: str, obs: torch.Tensor) -> torch.Tensor:
-        return self.module[module_id].unwrapped().compute_values({Columns.OBS: obs})
 
     def _refresh_phi_snapshot(self) -> None:
         """V_phi_shaping <- V_phi: the next kappa-iteration's surrogate MDP is fixed."""
