@@ -107,6 +107,43 @@ def build_parser():
     compare.add_argument("--algos", default="kappa-pi-dqn,dqn",
                          help=f"comma-separated, from {', '.join(ALGORITHMS)}")
     _add_run_arguments(compare)
+
+    tune_p = sub.add_parser(
+        "tune", help="run an experiment file's grids with Ray Tune",
+        description="Runs the grids a tune_configs/ file defines (kappa x C_FA x seed ...) with Ray Tune: Tune's "
+                    "progress table on the terminal, results and TensorBoard logs under --storage, a checkpoint "
+                    "at the end of every trial (and every --checkpoint-every iterations).",
+        epilog="example: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage results/tune && "
+               "kappa-rllib report results/tune/cartpole_dqn")
+    tune_p.add_argument("file", help="a Python file defining experiments(smoke) (or config and stop)")
+    tune_p.add_argument("--smoke", action="store_true", help="the file's ~1 minute version (2 kappa x 2 seeds, tiny T)")
+    tune_p.add_argument("--storage", default="results/tune",
+                        help="parent folder; results go to STORAGE/<file name>[_smoke]/<grid>/ (default: results/tune)")
+    tune_p.add_argument("--resume", action="store_true",
+                        help="continue a stopped run in the same --storage: unfinished and errored trials go on "
+                             "from their last checkpoint, finished ones are kept")
+    tune_p.add_argument("--max-concurrent", type=_positive_int, default=None,
+                        help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
+    tune_p.add_argument("--checkpoint-every", type=int, default=0,
+                        help="also checkpoint every N training iterations (default 0: only at the end)")
+    tune_p.add_argument("--address", default=None, help="Ray cluster address (auto, host:6379 or ray://host:10001); "
+                        "default: an embedded local Ray")
+    tune_p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
+    tune_p.add_argument("--grids", default=None,
+                        help="comma-separated grid names: run only these of the file's grids (default: all)")
+    tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
+    tune_p.add_argument("--torch-threads", type=_positive_int, default=1, help="torch threads per trial")
+
+    report_p = sub.add_parser(
+        "report", help="tables (md/csv/tex), IQM, curves and heat-maps from Tune results",
+        description="Reads the Tune results under a folder (no re-running) and writes table.md/.csv/.tex (the paper's "
+                    "Table 1/2 columns with 95%% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
+                    "curves_*.png, heatmap_*.png and scores.csv.",
+        epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")
+    report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results)")
+    report_p.add_argument("--out", default=None, help="output folder (default: FOLDER/report)")
+    report_p.add_argument("--bootstrap-reps", type=_positive_int, default=2000,
+                          help="stratified-bootstrap repetitions for the IQM CIs (default 2000)")
     return parser
 
 
@@ -149,8 +186,10 @@ def make_config(algo: str, args):
             # An omitted flag leaves the algorithm's (or its env preset's) own default.
             config.training(kappa=1.0 if algo == "dqn" else args.kappa, c_fa=args.c_fa,
                             total_env_steps=args.total_steps, naive_schedule=args.naive_schedule or None)
-        elif args.naive_schedule:
-            raise ValueError(f"--naive-schedule applies to kappa algorithms, not {algo}")
+        else:
+            if args.naive_schedule:
+                raise ValueError(f"--naive-schedule applies to kappa algorithms, not {algo}")
+            config.training(total_env_steps=args.total_steps)
         if args.phi_fit is not None:
             if algo != "kappa-pi-trpo":
                 raise ValueError(f"--phi-fit applies to --algo kappa-pi-trpo only, not {algo}")
@@ -173,9 +212,7 @@ def _one_line(e: Exception) -> str:
 
 def total_steps_of(config, args) -> int:
     """T in env steps: the kappa schedule's, or for TRPO / GAE the run length (paper: 2M)."""
-    if hasattr(config, "total_env_steps"):
-        return int(config.total_env_steps)
-    return args.total_steps or defaults.TRPO["total_env_steps"]
+    return int(config.total_env_steps)
 
 
 def describe(algo: str, config, args) -> str:
@@ -305,18 +342,82 @@ def _summary_table(summaries) -> str:
     return "\n".join(lines)
 
 
+def _error(message) -> int:
+    print(f"kappa-rllib: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def tune_main(args) -> int:
+    """`kappa-rllib tune FILE`: every grid of the file, validated before Ray starts."""
+    from kappa_rllib import experiments
+
+    try:
+        grids = experiments.load_file(args.file, smoke=args.smoke)
+        if args.grids:
+            wanted = [g.strip() for g in args.grids.split(",") if g.strip()]
+            unknown = sorted(set(wanted) - {g.name for g in grids})
+            if unknown:
+                raise ValueError(f"--grids: {args.file} has no grid(s) {unknown}; it has {[g.name for g in grids]}")
+            grids = [g for g in grids if g.name in wanted]
+        for grid in grids:
+            grid.validate()
+        if args.checkpoint_every < 0:
+            raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    except (ValueError, TypeError, OSError) as e:
+        return _error(_one_line(e))
+    storage = Path(args.storage) / (Path(args.file).stem + ("_smoke" if args.smoke else ""))
+    total = sum(g.num_trials() for g in grids)
+    print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage.resolve()}")
+    for grid in grids:
+        axes = ", ".join(f"{k} {v}" for k, v in grid.axes().items())
+        print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    _init_ray(args)
+    try:
+        results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
+                                  checkpoint_every=args.checkpoint_every)
+    except ValueError as e:
+        return _error(_one_line(e))
+    errors = sum(1 for rg in results.values() for r in rg if r.error)
+    print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage.resolve()}")
+    if args.report:
+        return report_main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000))
+    print(f"[tune] tables and plots: kappa-rllib report {storage}")
+    return 1 if errors else 0
+
+
+def report_main(args) -> int:
+    from kappa_rllib import report
+
+    try:
+        paths = report.report(args.folder, args.out, reps=args.bootstrap_reps)
+    except (ValueError, OSError) as e:
+        return _error(_one_line(e))
+    table = next(p for p in paths if p.name == "table.md")
+    print(table.read_text())
+    print("[report] wrote:")
+    for p in paths:
+        print(f"  {p.resolve()}")
+    return 0
+
+
 def main(argv=None) -> int:
     # RLlib warns on every validate() that the new API stack is in use; that is our design.
     logging.getLogger("ray.rllib.algorithms.algorithm_config").setLevel(logging.ERROR)
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "tune":
+            return tune_main(args)
+        if args.command == "report":
+            return report_main(args)
         algos = [args.algo] if args.command == "train" else [a.strip() for a in args.algos.split(",") if a.strip()]
         if not algos:
             raise UsageError("--algos is empty")
         configs = [(algo, *make_config(algo, args)) for algo in algos]  # all checked before Ray starts
     except UsageError as e:
-        print(f"kappa-rllib: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return _error(e)
 
     if args.dry_run:
         for algo, config, preset_path in configs:

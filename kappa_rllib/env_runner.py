@@ -41,6 +41,9 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from kappa_rllib.envs import LIFE_LOST
 
+# Result key (under env_runners/) listing the raw return of every episode finished in an iteration.
+EPISODE_RETURNS = "episode_returns"
+
 
 
 def _float32(obs: np.ndarray) -> np.ndarray:
@@ -104,6 +107,9 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
                 if terminated or truncated:
                     segments.append(self._close(part, terminated, truncated))
                     self._log_episode_metrics(ep[1], ep[0], time.perf_counter() - ep[2])
+                    # Every finished episode's raw return, in order (the report's scores use them all,
+                    # not RLlib's smoothed episode_return_mean).
+                    self.metrics.log_value(EPISODE_RETURNS, float(ep[0]), reduce="item_series")
                     episodes_done += 1
                     self._reset_one(i)
                     parts[i] = self._new_part(i)

@@ -5,6 +5,9 @@
   it, an episodic-life *signal*, 4-frame stack (channels last, uint8), no sticky actions (the paper
   used the v4 `NoFrameskip` games). Rewards stay raw game scores here: the learner clips them
   for learning only (`clip_rewards`), so reported episode returns are raw full-game scores.
+* `MinAtar/...` ids (the `minatar` package: Breakout-v1, SpaceInvaders-v1, ... with the minimal
+  action set) are MinAtar's own gymnasium envs (10x10xC binary frames, sticky actions 0.1, as in
+  the MinAtar paper) with observations as float32 0/1 channels for the small conv network.
 * Any other id is `gymnasium.make(id)`.
 * `TabularMDPEnv` exposes a finite MDP `(P, R)` with one-hot observations, so that a learned
   policy can be valued exactly with `kappa_rllib.dp`.
@@ -33,8 +36,21 @@ def _register_ale() -> None:
         pass
 
 
+def _register_minatar() -> None:
+    try:
+        from minatar.gym import register_envs
+    except ImportError:  # pragma: no cover - minatar is a declared dependency
+        return
+    if "MinAtar/Breakout-v1" not in gym.registry:
+        register_envs()
+
+
 def is_atari(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.startswith("ALE/")
+
+
+def is_minatar(env_id: str) -> bool:
+    return isinstance(env_id, str) and env_id.startswith("MinAtar/")
 
 
 def check_env_id(env_id: str) -> None:
@@ -43,6 +59,8 @@ def check_env_id(env_id: str) -> None:
     if env_id in _OWN_IDS:
         return
     _register_ale()
+    if is_minatar(env_id):
+        _register_minatar()
     try:
         gym.spec(env_id)
     except gym.error.Error as e:
@@ -68,6 +86,10 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
         return gym.wrappers.TransformObservation(
             env, lambda obs: np.moveaxis(obs, 0, -1), gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
         )
+    if is_minatar(env_id):
+        env = gym.make(env_id, **env_config)
+        space = gym.spaces.Box(0.0, 1.0, env.observation_space.shape, np.float32)
+        return gym.wrappers.TransformObservation(env, lambda obs: obs.astype(np.float32), space)
     return gym.make(env_id, **env_config)
 
 
@@ -137,7 +159,7 @@ def rllib_env_name(env_id: str) -> str:
     from ray.tune.registry import register_env
 
     env_id = env_id.removeprefix(_PREFIX)
-    if not (is_atari(env_id) or env_id in _OWN_IDS):
+    if not (is_atari(env_id) or is_minatar(env_id) or env_id in _OWN_IDS):
         return env_id
     name = _PREFIX + env_id
     register_env(name, lambda cfg, _id=env_id: make_env(_id, cfg))

@@ -65,7 +65,7 @@ class KappaLoopMixin:
     # ----- results and checkpoints
     def step(self):
         result = super().step()
-        result["kappa"] = {**self.phases.report(), **self.counters}
+        result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters}
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
         return result

@@ -21,6 +21,8 @@ def preset_for(env_id: str, family: str = "dqn") -> Path | None:
     """
     if family == "dqn" and env_id.startswith("ALE/"):
         return PRESET_DIR / "dqn_atari.yaml"
+    if family == "dqn" and env_id.startswith("MinAtar/"):
+        return PRESET_DIR / "dqn_minatar.yaml"
     if family == "dqn" and env_id.startswith("CartPole-"):
         return PRESET_DIR / "dqn_cartpole.yaml"
     return None

@@ -23,7 +23,7 @@ from ray.rllib.utils.metrics import (
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
 )
 
-from kappa_rllib import envs
+from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin
 from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
@@ -31,7 +31,7 @@ from kappa_rllib.schedule import validate_gamma
 
 _TRPO_SETTINGS = (
     "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
-    "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample",
+    "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample", "total_env_steps",
 )
 
 
@@ -40,6 +40,9 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
         super().__init__(algo_class=algo_class or TRPO)
         # The paper's Table 4 and the authors' code (docs/paper-settings.md)
         self.train_batch_size = 1024  # env steps per TRPO iteration (M)
+        # T: the run reports `done` (Tune stops it) after total_env_steps // M batches, the same
+        # number of batches as kappa-TRPO's schedule with the same T.
+        self.total_env_steps = defaults.TRPO["total_env_steps"]
         self.gamma = 0.99
         self.lambda_ = 1.0
         self.max_kl = 0.01
@@ -105,10 +108,13 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size",
-                     "fvp_subsample"):
+                     "fvp_subsample", "total_env_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.total_env_steps < self.train_batch_size:
+            raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
+                             f"(train_batch_size={self.train_batch_size}); raise total_env_steps")
         self.validate_sampling()
         if self.num_learners > 1:
             raise ValueError(
@@ -128,6 +134,14 @@ class TRPO(Algorithm):
 
     def training_step(self) -> None:
         self._trpo_iteration(self.config.train_batch_size)
+
+    def step(self):
+        result = super().step()
+        sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        batches = self.config.total_env_steps // self.config.train_batch_size
+        if sampled >= batches * self.config.train_batch_size:
+            result["done"] = True  # T used up: Tune stops the trial
+        return result
 
     def _trpo_iteration(self, num_env_steps: int, **learner_kwargs) -> int:
         """Sample one batch, one TRPO update, new weights to the EnvRunners; returns steps sampled.

@@ -1,0 +1,199 @@
+"""Experiments as Ray Tune grids: what a `tune_configs/**/*.py` file defines and how
+`kappa-rllib tune` runs it.
+
+A config file defines `experiments(smoke: bool = False) -> list[Grid]`: one `Grid` per algorithm
+(or baseline) of the experiment, each an RLlib config with `tune.grid_search` axes (kappa, C_FA,
+env, seed, ...) and a Tune stop rule. `smoke=True` gives the same grids shrunk to a run of about a
+minute (2 kappa x 2 seeds, tiny budgets), for CI and for trying a file out. For RLlib-style use
+(`kappa-rllib train file`), the module also exposes `config` and `stop`: its first grid's.
+
+Every trial reports `done` when its schedule's `total_env_steps` are used up (kappa-DQN,
+kappa-TRPO, TRPO/GAE alike), so a grid's default stop rule is `{"done": True}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+GRID_SEARCH = "grid_search"
+
+
+@dataclasses.dataclass
+class Grid:
+    """One Tune experiment: `config` (an AlgorithmConfig whose settings may be
+    `tune.grid_search([...])`) run to `stop`, under the folder `name`."""
+
+    name: str
+    config: object
+    stop: dict = dataclasses.field(default_factory=lambda: {"done": True})
+
+    @property
+    def trainable(self):
+        return self.config.algo_class
+
+    def axes(self) -> dict:
+        """The grid's axes: {setting: [values]} in the order Tune expands them."""
+        return {k: list(v[GRID_SEARCH]) for k, v in self.config.to_dict().items()
+                if isinstance(v, dict) and set(v) == {GRID_SEARCH}}
+
+    def num_trials(self) -> int:
+        n = 1
+        for values in self.axes().values():
+            n *= len(values)
+        return n
+
+    def variants(self):
+        """Every trial's resolved settings ({setting: value} over the axes)."""
+        axes = self.axes()
+        for combo in itertools.product(*axes.values()):
+            yield dict(zip(axes, combo))
+
+    def validate(self) -> None:
+        """Builds and validates the config of every trial, without starting Ray; raises
+        ValueError naming the grid and the trial's settings."""
+        cls = self.trainable
+        base = self.config.to_dict()
+        for variant in self.variants():
+            trial = cls.get_default_config().update_from_dict({**base, **variant})
+            try:
+                trial.validate()
+            except (ValueError, TypeError) as e:
+                raise ValueError(f"grid {self.name!r}, trial {variant}: {' '.join(str(e).split())}") from None
+
+
+def env_axis(env_ids):
+    """A grid axis over env ids, with ids that need this package's construction (Atari,
+    MinAtar, ...) named as RLlib will look them up (kappa_rllib.envs.rllib_env_name)."""
+    from ray import tune
+
+    from kappa_rllib import envs
+
+    return tune.grid_search([envs.rllib_env_name(e) for e in env_ids])
+
+
+def load_file(path, smoke: bool = False) -> list[Grid]:
+    """The grids a config file defines: `experiments(smoke)` if present, else its `config` (and
+    `stop`). Raises ValueError (one line) for a missing file or a file that defines neither."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist or is not a file")
+    module = load_module(path)
+    if hasattr(module, "experiments"):
+        grids = module.experiments(smoke=smoke)
+    elif hasattr(module, "config"):
+        if smoke:
+            raise ValueError(f"{path}: --smoke needs the file to define experiments(smoke)")
+        grids = [Grid(path.stem, module.config, getattr(module, "stop", None) or {"done": True})]
+    else:
+        raise ValueError(f"{path}: defines neither experiments(smoke) nor config")
+    if not grids or not all(isinstance(g, Grid) for g in grids):
+        raise ValueError(f"{path}: experiments() must return a non-empty list of kappa_rllib.experiments.Grid")
+    names = [g.name for g in grids]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{path}: grid names must be unique, got {names}")
+    return grids
+
+
+def load_module(path: Path):
+    """Imports a config file as a module (its folder on sys.path, for shared helpers)."""
+    name = f"kappa_rllib_config_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def reregister_envs(grids) -> None:
+    """Tune's registry lives in the running Ray cluster: registers every env a grid names again
+    (after `ray.init`), so trials on any node find them."""
+    from kappa_rllib import envs
+
+    for grid in grids:
+        env = grid.config.env
+        ids = env[GRID_SEARCH] if isinstance(env, dict) and GRID_SEARCH in env else [env]
+        for env_id in ids:
+            if isinstance(env_id, str):
+                envs.rllib_env_name(env_id)
+
+
+def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
+        checkpoint_every: int = 0, verbose: int = 1) -> dict:
+    """Runs (or with `resume`, continues) every grid under `storage`/<grid name>; returns
+    {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
+    `checkpoint_every` iterations (0: only at the end); the last two are kept."""
+    from ray import tune
+
+    reregister_envs(grids)
+    storage = str(Path(storage).resolve())
+    results = {}
+    for grid in grids:
+        path = Path(storage) / grid.name
+        if resume and tune.Tuner.can_restore(str(path)):
+            tuner = tune.Tuner.restore(str(path), trainable=grid.trainable, resume_unfinished=True,
+                                       resume_errored=True, restart_errored=False)
+        else:
+            if path.exists() and any(path.iterdir()):
+                raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
+                                 "continue it, or choose another --storage")
+            tuner = tune.Tuner(
+                grid.trainable,
+                param_space=grid.config,
+                tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
+                run_config=tune.RunConfig(
+                    name=grid.name,
+                    storage_path=storage,
+                    stop=grid.stop,
+                    verbose=verbose,
+                    checkpoint_config=tune.CheckpointConfig(
+                        checkpoint_frequency=checkpoint_every, checkpoint_at_end=True, num_to_keep=2
+                    ),
+                    failure_config=tune.FailureConfig(max_failures=1),
+                ),
+            )
+        results[grid.name] = tuner.fit()
+    return results
+
+
+# ----------------------------------------------------------------------------------- building grids
+def seeds(n: int, first: int = 0):
+    """A seed axis: seeds first .. first + n - 1 (the paper used 10 per cell)."""
+    from ray import tune
+
+    return tune.grid_search(list(range(first, first + n)))
+
+
+def algorithm_config(config_cls, env_ids, *, seed, preset_family: str | None = None, **training):
+    """A config of `config_cls` over `env_ids` (one id, or a list: an env axis) and `seed` (an
+    int or an axis, e.g. `seeds(10)`), with the packaged preset of those envs
+    (kappa_rllib.presets; every id of an axis must share it) and `training` settings (any value
+    may be a `tune.grid_search` axis)."""
+    from kappa_rllib import presets
+
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    config = config_cls()
+    if preset_family:
+        found = {presets.preset_for(e, preset_family) for e in ids}
+        if len(found) != 1:
+            raise ValueError(f"envs {ids} use different presets {sorted(map(str, found))}: use one grid per preset")
+        preset = found.pop()
+        if preset:
+            presets.apply(config, presets.load(preset))
+    if len(ids) == 1:
+        config.environment(ids[0])
+    else:
+        config.environment(env=env_axis(ids))
+    grid_values = {k: v for k, v in training.items() if isinstance(v, dict) and GRID_SEARCH in v}
+    plain = {k: v for k, v in training.items() if k not in grid_values}
+    config.training(**plain)
+    config.debugging(seed=seed)
+    for key, value in grid_values.items():  # set directly: the setters would validate a grid as a value
+        setattr(config, "lambda_" if key == "lambda" else key, value)
+    return config

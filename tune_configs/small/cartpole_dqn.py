@@ -1,0 +1,36 @@
+"""kappa x C_FA on CartPole-v1 with kappa-PI-DQN, beside DQN (kappa = 1): the README's main job.
+
+Grids (CartPole preset, kappa_rllib/presets/dqn_cartpole.yaml, T = 30,000 env steps per trial):
+    kappa_pi_dqn   kappa {0.68, 0.84} x C_FA {0.05, 0.2} x seeds {0, 1}   8 trials
+    dqn            kappa = 1 x seeds {0, 1}                                2 trials
+Cost: 10 trials x 30k = 300k env steps, ~4 minutes on 2 cores (2 trials at a time).
+Paper: no CartPole numbers (its DQN experiments are Atari, tune_configs/paper/atari_table1.py);
+this grid shows the whole loop - grid, table, curves, heat-map - in minutes.
+
+    kappa-rllib tune tune_configs/small/cartpole_dqn.py --report
+    kappa-rllib tune tune_configs/small/cartpole_dqn.py --smoke     # ~1 minute: T = 3,000
+"""
+
+from ray import tune
+
+from kappa_rllib import KappaPIDQNConfig
+from kappa_rllib.experiments import Grid, algorithm_config, seeds
+
+ENV = "CartPole-v1"
+
+
+def experiments(smoke: bool = False):
+    total = 3_000 if smoke else 30_000
+    per_iteration = {"env_steps_per_iteration": 1_000 if smoke else 2_500}
+    return [
+        Grid("kappa_pi_dqn", algorithm_config(
+            KappaPIDQNConfig, ENV, preset_family="dqn", seed=seeds(2), total_env_steps=total, **per_iteration,
+            kappa=tune.grid_search([0.68, 0.84]), c_fa=tune.grid_search([0.05] if smoke else [0.05, 0.2]))),
+        Grid("dqn", algorithm_config(
+            KappaPIDQNConfig, ENV, preset_family="dqn", seed=seeds(2), total_env_steps=total, **per_iteration,
+            kappa=1.0, c_fa=0.05)),
+    ]
+
+
+GRIDS = experiments()
+config, stop = GRIDS[0].config, GRIDS[0].stop
