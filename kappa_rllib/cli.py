@@ -130,7 +130,7 @@ def build_parser():
                         "default: an embedded local Ray")
     tune_p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
     tune_p.add_argument("--grids", default=None,
-                        help="comma-separated grid names: run only these of the file's grids (default: all)")
+                        help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
     tune_p.add_argument("--torch-threads", type=_positive_int, default=1, help="torch threads per trial")
 
@@ -358,7 +358,8 @@ def tune_main(args) -> int:
             unknown = sorted(set(wanted) - {g.name for g in grids})
             if unknown:
                 raise ValueError(f"--grids: {args.file} has no grid(s) {unknown}; it has {[g.name for g in grids]}")
-            grids = [g for g in grids if g.name in wanted]
+            by_name = {g.name: g for g in grids}
+            grids = [by_name[name] for name in dict.fromkeys(wanted)]  # in the order given
         for grid in grids:
             grid.validate()
         if args.checkpoint_every < 0:

@@ -137,7 +137,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     for grid in grids:
         path = Path(storage) / grid.name
         if resume and tune.Tuner.can_restore(str(path)):
-            tuner = tune.Tuner.restore(str(path), trainable=grid.trainable, resume_unfinished=True,
+            tuner = tune.Tuner.restore(str(path), trainable=grid.trainable, param_space=grid.config,
+                                       resume_unfinished=True,
                                        resume_errored=True, restart_errored=False)
         else:
             if path.exists() and any(path.iterdir()):
@@ -197,3 +198,71 @@ def algorithm_config(config_cls, env_ids, *, seed, preset_family: str | None = N
     for key, value in grid_values.items():  # set directly: the setters would validate a grid as a value
         setattr(config, "lambda_" if key == "lambda" else key, value)
     return config
+
+
+def _classes(family: str):
+    import kappa_rllib as k
+
+    if family == "dqn":
+        return {"pi": k.KappaPIDQNConfig, "vi": k.KappaVIDQNConfig, "baseline": k.KappaPIDQNConfig}
+    if family == "trpo":
+        return {"pi": k.KappaPITRPOConfig, "vi": k.KappaVITRPOConfig, "baseline": k.TRPOConfig}
+    raise ValueError(f"family must be 'dqn' or 'trpo', got {family!r}")
+
+
+# Tiny budgets for `--smoke` (about a minute a grid on 2 cores; nothing is learned, everything runs).
+SMOKE_SETTINGS = {
+    "dqn": {"total_env_steps": 1_000, "env_steps_per_iteration": 500, "num_steps_sampled_before_learning_starts": 200,
+            "replay_buffer_config": {"type": "UniformReplayBuffer", "capacity": 2_000}},
+    # 60 batches of 128 steps: >= N_kappa (52 at kappa 0.68, C_FA 0.2)
+    "trpo": {"total_env_steps": 60 * 128, "train_batch_size": 128},
+}
+
+
+def paper_grids(family: str, env_ids, *, kappas, c_fa, num_seeds: int, smoke: bool = False,
+                variants=("pi", "vi"), baseline: bool = True, naive_kappas=(), gae_lambdas=(),
+                gammas=(), name: str = "", **settings) -> list[Grid]:
+    """The grids of one of the paper's experiments (Sec. 5, Tables 1-2, Figs. 1-3):
+
+    * `kappa_<variant>_<family>`: variant x env x kappa x C_FA x seed (kappa-PI / kappa-VI);
+    * `<family>` (kappa = 1: DQN, or TRPO) x env x seed, if `baseline`;
+    * `naive_kappa_pi_<family>`: N_kappa = T at `naive_kappas`, if any;
+    * `gae`: TRPO with GAE(lambda) over `gae_lambdas`, if any (TRPO family only);
+    * `<family>_gamma`: the baseline with each discount in `gammas` (the lower-gamma study).
+
+    `c_fa` may be one value or a list (an axis). `smoke=True` keeps the first env, the last two
+    kappas (and lambdas, gammas), the last C_FA and two seeds with tiny budgets (SMOKE_SETTINGS).
+    """
+    from ray import tune
+
+    classes = _classes(family)
+    env_ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    c_fas = list(c_fa) if isinstance(c_fa, (list, tuple)) else [c_fa]
+    kappas, naive_kappas, gae_lambdas, gammas = map(list, (kappas, naive_kappas, gae_lambdas, gammas))
+    if smoke:  # the largest kappas and C_FA: the fewest kappa-iterations, so tiny budgets still hold them
+        env_ids, kappas, num_seeds = env_ids[:1], kappas[-2:], 2
+        naive_kappas, gae_lambdas, gammas, c_fas = naive_kappas[-1:], gae_lambdas[-2:], gammas[-2:], c_fas[-1:]
+        settings = {**settings, **SMOKE_SETTINGS[family]}
+    preset = "dqn" if family == "dqn" else None
+
+    def axis(values):
+        return values[0] if len(values) == 1 else tune.grid_search(values)
+
+    def grid(suffix, cls, **kw):
+        return Grid((name + "_" if name else "") + suffix,
+                    algorithm_config(cls, env_ids, preset_family=preset, seed=seeds(num_seeds), **{**settings, **kw}))
+
+    grids = [grid(f"kappa_{v}_{family}", classes[v], kappa=axis(kappas), c_fa=axis(c_fas)) for v in variants]
+    if baseline:
+        grids.append(grid(family, classes["baseline"], **({"kappa": 1.0, "c_fa": c_fas[0]} if family == "dqn" else {})))
+    if naive_kappas:
+        grids.append(grid(f"naive_kappa_pi_{family}", classes["pi"], kappa=axis(naive_kappas), c_fa=c_fas[0],
+                          naive_schedule=True))
+    if gae_lambdas:
+        if family != "trpo":
+            raise ValueError("gae_lambdas apply to the TRPO family only")
+        grids.append(grid("gae", classes["baseline"], **{"lambda": axis(gae_lambdas)}))
+    if gammas:
+        base = {"kappa": 1.0, "c_fa": c_fas[0]} if family == "dqn" else {}
+        grids.append(grid(f"{family}_gamma", classes["baseline"], gamma=axis(gammas), **base))
+    return grids

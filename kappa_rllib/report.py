@@ -56,7 +56,7 @@ class Run:
     path: str
     env: str
     family: str  # "dqn" or "trpo"
-    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE)
+    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
     kappa: float  # 1.0 for plain TRPO and GAE
     c_fa: float | None
     naive: bool
@@ -152,6 +152,8 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
     family = "trpo" if "max_kl" in params else "dqn"
     is_kappa = variant != "plain"
+    if variant == "kappa-pi" and params.get("phi_fit", "every_batch") != "every_batch":
+        variant += f" (phi_fit={params['phi_fit']})"  # kappa-PI-TRPO's V_phi schedule ablation
     lambda_ = None if is_kappa else float(params.get("lambda", params.get("lambda_", 1.0)))
     return Run(
         path=str(result_file.parent),
@@ -191,6 +193,12 @@ class EnvTable:
     gamma: float
     rows: dict  # variant -> {column: Cell}; shared columns (baseline, gae) under variant ""
     best: set  # {(variant, column)} marked best (ties included)
+
+
+def _kappa_variants(runs: list[Run]) -> list[str]:
+    """The kappa variants among `runs`: kappa-pi, kappa-vi, then others (e.g. a phi_fit setting)."""
+    found = {r.variant for r in runs if r.variant != "plain"}
+    return sorted(found, key=lambda v: (v not in ("kappa-pi", "kappa-vi"), v))
 
 
 def _dedupe_by_seed(runs: list[Run]) -> list[Run]:
@@ -238,7 +246,7 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                 rows[""]["baseline"] = Cell(np.asarray([r.score for r in baseline]), 1.0)
             if gae:
                 rows[""]["gae"] = gae
-            for variant in ("kappa-pi", "kappa-vi"):
+            for variant in _kappa_variants(env_runs):
                 mine = [r for r in env_runs if r.variant == variant and r.c_fa == c_fa]
                 if not mine:
                     continue
@@ -287,7 +295,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
     """(table, env label, row label, {column: (cell, text, bold, paper text)}) per printed row."""
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
-        variants = [v for v in ("kappa-pi", "kappa-vi") if v in t.rows] or [""]
+        variants = [v for v in t.rows if v] or [""]
         for i, variant in enumerate(variants):
             cols = {}
             for column in COLUMNS:
@@ -494,7 +502,7 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
     paths = []
     for t in tables:
         env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
-        variants = [v for v in ("kappa-pi", "kappa-vi") if v in t.rows] or ["plain"]
+        variants = [v for v in t.rows if v] or ["plain"]
         fig, axes = plt.subplots(1, len(variants), figsize=(6 * len(variants), 4), squeeze=False)
         for ax, variant in zip(axes[0], variants):
             mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline]
@@ -540,7 +548,7 @@ def write_heatmaps(runs: list[Run], out: Path) -> list[Path]:
         if not env_runs:
             continue
         gamma = main_gamma(env_runs)
-        for variant in ("kappa-pi", "kappa-vi"):
+        for variant in _kappa_variants(env_runs):
             mine = [r for r in env_runs if r.variant == variant and not r.naive and r.gamma == gamma]
             c_fas = sorted({r.c_fa for r in mine})
             kappas = sorted({r.kappa for r in mine})

@@ -2,6 +2,8 @@
 episodic-life signal, raw full-game scores reported, rewards clipped for learning only,
 uint8 frames in replay, and the Nature-DQN network."""
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import torch
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from kappa_rllib import KappaPIDQNConfig, presets
+from kappa_rllib import KappaPIDQNConfig, presets, report
 from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import learning_rewards
 from kappa_rllib.envs import LifeLossSignal, make_env
 
@@ -90,7 +92,7 @@ def test_life_loss_signal_on_the_scripted_game():
     assert out[7][1] == 12.0  # the step that lost a life: its own 3 plus no-op, FIRE, 2
 
 
-def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_terminals(ray_local):
+def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_terminals(ray_local, tmp_path):
     config = (
         KappaPIDQNConfig()
         .environment(SCRIPTED_ID, clip_rewards=True)
@@ -105,11 +107,19 @@ def test_reported_score_is_the_raw_full_game_and_learning_sees_life_loss_termina
     result = algo.train()
     assert result["env_runners"]["episode_return_mean"] == 84.0  # raw, per full game
     assert result["env_runners"]["episode_len_mean"] == 22
+    assert result["env_runners"]["episode_returns"] == [84.0] * 4  # every game, for the report's score
     stored = algo.local_replay_buffer.transitions()
     game = np.zeros(22)
     game[[7, 14, 21]] = 1.0  # life losses, then game over
     np.testing.assert_array_equal(stored["terminateds"], np.tile(game, 4))
     assert set(stored["rewards"].tolist()) == {3.0, 12.0}  # raw in replay
+    # `kappa-rllib report` scores the run from what Tune writes: the raw full-game total.
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    (trial / "params.json").write_text(json.dumps(config.to_dict(), default=str))
+    (trial / "result.json").write_text(json.dumps(result, default=str) + "\n")
+    [run] = report.load_runs(tmp_path)
+    assert run.score == 84.0 and run.episode_returns == [84.0] * 4 and run.variant == "kappa-pi"
     algo.stop()
 
 

@@ -8,28 +8,17 @@ Paper: no CartPole numbers (its DQN experiments are Atari, tune_configs/paper/at
 this grid shows the whole loop - grid, table, curves, heat-map - in minutes.
 
     kappa-rllib tune tune_configs/small/cartpole_dqn.py --report
-    kappa-rllib tune tune_configs/small/cartpole_dqn.py --smoke     # ~1 minute: T = 3,000
+    kappa-rllib tune tune_configs/small/cartpole_dqn.py --smoke     # ~1 minute: T = 1,000
 """
 
-from ray import tune
-
-from kappa_rllib import KappaPIDQNConfig
-from kappa_rllib.experiments import Grid, algorithm_config, seeds
+from kappa_rllib.experiments import paper_grids
 
 ENV = "CartPole-v1"
 
 
 def experiments(smoke: bool = False):
-    total = 3_000 if smoke else 30_000
-    per_iteration = {"env_steps_per_iteration": 1_000 if smoke else 2_500}
-    return [
-        Grid("kappa_pi_dqn", algorithm_config(
-            KappaPIDQNConfig, ENV, preset_family="dqn", seed=seeds(2), total_env_steps=total, **per_iteration,
-            kappa=tune.grid_search([0.68, 0.84]), c_fa=tune.grid_search([0.05] if smoke else [0.05, 0.2]))),
-        Grid("dqn", algorithm_config(
-            KappaPIDQNConfig, ENV, preset_family="dqn", seed=seeds(2), total_env_steps=total, **per_iteration,
-            kappa=1.0, c_fa=0.05)),
-    ]
+    return paper_grids("dqn", ENV, kappas=[0.68, 0.84], c_fa=[0.05, 0.2], num_seeds=2, variants=("pi",),
+                       smoke=smoke, total_env_steps=30_000, env_steps_per_iteration=2_500)
 
 
 GRIDS = experiments()

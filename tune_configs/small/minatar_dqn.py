@@ -20,36 +20,19 @@ them), and the naive schedule loses to kappa_best except on Enduro.
     kappa-rllib tune tune_configs/small/minatar_dqn.py --smoke      # ~1 minute
 """
 
-from ray import tune
-
-from kappa_rllib import KappaPIDQNConfig
-from kappa_rllib.experiments import Grid, algorithm_config, seeds
+from kappa_rllib.experiments import paper_grids
 
 GAMES = ["MinAtar/Breakout-v1", "MinAtar/SpaceInvaders-v1"]
 KAPPAS = [0.68, 0.84, 0.92]
-NAIVE_KAPPA = 0.84
+NAIVE_KAPPAS = [0.84]
 NUM_SEEDS = 5
 TOTAL = 250_000
 C_FA = 0.05
 
 
 def experiments(smoke: bool = False):
-    games, kappas, num_seeds = GAMES, KAPPAS, NUM_SEEDS
-    settings = {"total_env_steps": TOTAL, "env_steps_per_iteration": 5_000, "c_fa": C_FA}
-    if smoke:  # 2 kappa x 2 seeds on one game, tiny budgets (learning starts early, small replay)
-        games, kappas, num_seeds = GAMES[:1], KAPPAS[:2], 2
-        settings.update(total_env_steps=3_000, env_steps_per_iteration=1_000, num_steps_sampled_before_learning_starts=500,
-                        replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 5_000})
-
-    def grid(name, **kw):
-        return Grid(name, algorithm_config(KappaPIDQNConfig, games, preset_family="dqn", seed=seeds(num_seeds),
-                                           **{**settings, **kw}))
-
-    return [
-        grid("kappa_pi_dqn", kappa=tune.grid_search(kappas)),
-        grid("dqn", kappa=1.0),
-        grid("naive_kappa_pi_dqn", kappa=NAIVE_KAPPA, naive_schedule=True),
-    ]
+    return paper_grids("dqn", GAMES, kappas=KAPPAS, c_fa=C_FA, num_seeds=NUM_SEEDS, variants=("pi",),
+                       naive_kappas=NAIVE_KAPPAS, smoke=smoke, total_env_steps=TOTAL, env_steps_per_iteration=5_000)
 
 
 GRIDS = experiments()

@@ -15,33 +15,21 @@ naive 1434 +- 129 (kappa 0.98). At 15% of that budget, expect lower scores and w
     kappa-rllib tune tune_configs/small/mujoco_trpo.py --smoke      # ~1 minute
 """
 
-from ray import tune
-
-from kappa_rllib import KappaPITRPOConfig, TRPOConfig
-from kappa_rllib.experiments import Grid, algorithm_config, seeds
+from kappa_rllib.experiments import paper_grids
 
 BUDGETS = {"InvertedPendulum-v5": 100_000, "Hopper-v5": 300_000}
 KAPPAS = [0.68, 0.84, 0.92]
-NAIVE_KAPPA = 0.84
+NAIVE_KAPPAS = [0.84]
 NUM_SEEDS = 5
 C_FA = 0.2
 
 
 def experiments(smoke: bool = False):
-    budgets, kappas, num_seeds, batch = BUDGETS, KAPPAS, NUM_SEEDS, {}
-    if smoke:  # 2 kappa x 2 seeds on one env; 60 batches of 128 steps (>= N_kappa = 52 at kappa 0.68)
-        budgets, kappas, num_seeds, batch = {"InvertedPendulum-v5": 60 * 128}, KAPPAS[:2], 2, {"train_batch_size": 128}
     grids = []
-    for env, total in budgets.items():
-        name = env.split("-")[0].lower()
-        common = dict(seed=seeds(num_seeds), total_env_steps=total, **batch)
-        grids += [
-            Grid(f"{name}_kappa_pi_trpo", algorithm_config(KappaPITRPOConfig, env, c_fa=C_FA,
-                                                          kappa=tune.grid_search(kappas), **common)),
-            Grid(f"{name}_trpo", algorithm_config(TRPOConfig, env, **common)),
-            Grid(f"{name}_naive_kappa_pi_trpo", algorithm_config(KappaPITRPOConfig, env, c_fa=C_FA, kappa=NAIVE_KAPPA,
-                                                                naive_schedule=True, **common)),
-        ]
+    for env, total in list(BUDGETS.items())[: 1 if smoke else None]:
+        grids += paper_grids("trpo", env, kappas=KAPPAS, c_fa=C_FA, num_seeds=NUM_SEEDS, variants=("pi",),
+                             naive_kappas=NAIVE_KAPPAS, smoke=smoke, name=env.split("-")[0].lower(),
+                             total_env_steps=total)
     return grids
 
 

@@ -1,0 +1,169 @@
+"""The experiment files (tune_configs/) and `kappa-rllib tune`: every grid builds and validates
+without Ray, smoke grids run end to end through the CLI into `report`, and `--resume` finishes a
+grid whose driver was killed."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kappa_rllib import experiments
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_FILES = sorted(glob.glob(str(ROOT / "tune_configs" / "**" / "*.py"), recursive=True))
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+
+
+def test_there_are_paper_small_and_ablation_files():
+    names = {str(Path(f).relative_to(ROOT / "tune_configs")) for f in CONFIG_FILES}
+    assert {"paper/atari_table1.py", "paper/atari_cfa_ablation.py", "paper/atari_lower_gamma.py",
+            "paper/mujoco_table2.py", "paper/mujoco_cfa_ablation.py", "paper/mujoco_lower_gamma.py",
+            "small/cartpole_dqn.py", "small/minatar_dqn.py", "small/mujoco_trpo.py",
+            "ablations/phi_fit_hopper.py"} <= names
+
+
+@pytest.mark.parametrize("smoke", [False, True], ids=["full", "smoke"])
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(Path(p).relative_to(ROOT / "tune_configs")))
+def test_every_config_file_builds_and_validates_its_grids(path, smoke):
+    grids = experiments.load_file(path, smoke=smoke)
+    module = experiments.load_module(Path(path))
+    assert module.config is module.GRIDS[0].config and module.stop == {"done": True}  # RLlib-style file
+    assert module.__doc__ and "Cost" in module.__doc__ and "kappa-rllib tune" in module.__doc__
+    for grid in grids:
+        grid.validate()  # every trial's config, without Ray
+        assert grid.num_trials() >= 1 and "seed" in grid.axes()
+        if smoke:
+            assert len(grid.axes()["seed"]) == 2 and len(grid.axes().get("kappa", [0, 0])) == 2
+            assert grid.config.total_env_steps <= 10_000
+
+
+def axes(path, name):
+    [grid] = [g for g in experiments.load_file(ROOT / "tune_configs" / path) if g.name == name]
+    return grid, grid.axes()
+
+
+def test_paper_axes_are_the_documented_ones():
+    grid, ax = axes("paper/atari_table1.py", "kappa_pi_dqn")
+    assert ax["kappa"] == [0.0, 0.36, 0.68, 0.84, 0.92, 0.98] and ax["seed"] == list(range(10))
+    assert [e.removeprefix("kappa_rllib:") for e in ax["env"]] == [
+        "ALE/Breakout-v5", "ALE/SpaceInvaders-v5", "ALE/Seaquest-v5", "ALE/Enduro-v5", "ALE/BeamRider-v5",
+        "ALE/Qbert-v5"]
+    assert grid.config.c_fa == 0.05 and grid.config.total_env_steps == 10_000_000
+    assert grid.config.clip_rewards is True and grid.config.episodic_life  # the Atari preset
+    assert grid.num_trials() == 360
+    grid, ax = axes("paper/atari_table1.py", "naive_kappa_pi_dqn")
+    assert grid.config.naive_schedule is True and ax["kappa"] == [0.68, 0.84, 0.98]
+    grid, _ = axes("paper/atari_table1.py", "dqn")
+    assert grid.config.kappa == 1.0 and grid.num_trials() == 60
+    _, ax = axes("paper/atari_cfa_ablation.py", "kappa_vi_dqn")
+    assert ax["c_fa"] == [0.001, 0.05, 0.2]
+    _, ax = axes("paper/atari_lower_gamma.py", "dqn_gamma")
+    assert ax["gamma"] == [0.68, 0.84, 0.92, 0.98]
+    grid, ax = axes("paper/mujoco_table2.py", "kappa_vi_trpo")
+    assert ax["kappa"][-1] == 0.99 and len(ax["env"]) == 6 and grid.config.c_fa == 0.2
+    assert grid.config.total_env_steps == 2_000_000 and grid.config.train_batch_size == 1024
+    _, ax = axes("paper/mujoco_table2.py", "gae")
+    assert ax["lambda"] == [0.0, 0.36, 0.68, 0.84, 0.98]
+    grid, ax = axes("small/minatar_dqn.py", "kappa_pi_dqn")
+    assert len(ax["seed"]) >= 5 and len(ax["kappa"]) >= 3
+    assert grid.config.model_config["conv_filters"] == [[16, 3, 1, "valid"]]  # the MinAtar paper's net
+
+
+def test_a_bad_grid_is_refused_naming_the_trial(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from ray import tune\n"
+        "from kappa_rllib import KappaPITRPOConfig\n"
+        "from kappa_rllib.experiments import Grid, algorithm_config\n"
+        "def experiments(smoke=False):\n"
+        "    return [Grid('g', algorithm_config(KappaPITRPOConfig, 'Hopper-v5', seed=0,\n"
+        "                 kappa=tune.grid_search([0.5, 1.5])))]\n")
+    out = subprocess.run([*CLI, "tune", str(bad), "--storage", str(tmp_path / "s")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "grid 'g', trial {'kappa': 1.5}: kappa must lie in [0, 1], got 1.5" in out.stderr
+    assert not (tmp_path / "s").exists()  # refused before Ray started or anything was written
+    out = subprocess.run([*CLI, "tune", str(tmp_path / "missing.py")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "does not exist" in out.stderr
+
+
+def run_tune(*args, timeout=420):
+    return subprocess.run([*CLI, "tune", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.learning
+@pytest.mark.parametrize("path, grids", [
+    ("small/minatar_dqn.py", {"kappa_pi_dqn": 4, "dqn": 2, "naive_kappa_pi_dqn": 2}),
+    ("small/mujoco_trpo.py", {"invertedpendulum_kappa_pi_trpo": 4, "invertedpendulum_trpo": 2,
+                              "invertedpendulum_naive_kappa_pi_trpo": 2}),
+])
+def test_smoke_grid_runs_through_tune_and_report(tmp_path, path, grids):
+    out = run_tune(f"tune_configs/{path}", "--smoke", "--storage", str(tmp_path), "--num-cpus", "2", "--report")
+    assert out.returncode == 0, out.stderr[-3000:]
+    folder = tmp_path / (Path(path).stem + "_smoke")
+    for name, n in grids.items():
+        trials = [d for d in (folder / name).iterdir() if (d / "result.json").is_file()]
+        assert len(trials) == n
+        for trial in trials:
+            rows = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
+            assert rows[-1]["done"] is True
+            assert any(trial.glob("checkpoint_*"))  # checkpoint at the end of the trial
+            assert list(trial.glob("events.out.tfevents.*"))  # TensorBoard
+    table = (folder / "report" / "table.md").read_text()
+    env = "MinAtar/Breakout-v1 (C_FA 0.05)" if "minatar" in path else "InvertedPendulum-v5 (C_FA 0.2)"
+    row = next(line for line in table.splitlines() if line.startswith(f"| {env} | kappa-pi |"))
+    assert row.count("(n=2)") == 3  # kappa_best, the kappa = 1 baseline and naive, two seeds each
+    assert list((folder / "report").glob("curves_*.png"))
+
+
+def _trial_results(folder):
+    out = {}
+    for f in sorted(folder.rglob("result.json")):
+        rows = []
+        for line in f.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+        out[f.parent.name] = rows
+    return out
+
+
+@pytest.mark.learning
+def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp_path):
+    """SIGKILL the whole `kappa-rllib tune` process group (driver and its Ray) as soon as the first
+    trial has finished, then `--resume`: no trial lost, none re-run, each ends at its T."""
+    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "1",
+            "--max-concurrent", "1", "--checkpoint-every", "1"]
+    folder = tmp_path / "cartpole_dqn_smoke"
+    driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    started = time.time()
+    try:
+        while time.time() - started < 300:
+            results = _trial_results(folder) if folder.exists() else {}
+            if any(rows and rows[-1].get("done") for rows in results.values()):
+                break  # the first trial has finished: the other five are running or pending
+            time.sleep(0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    before = _trial_results(folder)
+    done_before = {n: rows for n, rows in before.items() if rows and rows[-1].get("done")}
+    assert done_before and len(done_before) < 6, "the kill must land mid-grid"
+
+    out = run_tune(*args, "--resume")
+    assert out.returncode == 0, out.stderr[-3000:]
+    after = _trial_results(folder)
+    assert len(after) == 6  # 4 kappa-PI-DQN + 2 DQN trials, none lost, none duplicated
+    for name, rows in after.items():
+        assert sum(1 for r in rows if r.get("done")) == 1, name  # finished exactly once
+        assert rows[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 1_000  # its T
+    for name, rows in done_before.items():
+        assert after[name] == rows  # finished trials were not run again

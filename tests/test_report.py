@@ -1,0 +1,196 @@
+"""`kappa-rllib report` on a synthetic Tune results folder whose every number is known."""
+
+import csv
+import json
+import math
+
+import matplotlib.image
+import numpy as np
+import pytest
+from rliable import metrics
+
+from kappa_rllib import report
+from kappa_rllib.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CI = 1.96 / math.sqrt(3)  # x std for 3 seeds
+
+
+def write_trial(root, name, score, *, env, variant=None, kappa=None, c_fa=None, naive=False, gamma=0.99,
+                lambda_=None, seed=0, partial_last_line=False):
+    """A Tune trial folder: 4 iterations of 5 episodes; the first 18 episodes return 0 and the
+    last 2 (the last 10%) return `score`, so the run's score is exactly `score`."""
+    trial = root / name
+    trial.mkdir(parents=True)
+    params = {"env": env, "gamma": gamma, "seed": seed}
+    if variant:
+        params.update(kappa=kappa, c_fa=c_fa, naive_schedule=naive)
+    if lambda_ is not None or (variant is None):
+        params.update({"lambda": 1.0 if lambda_ is None else lambda_, "max_kl": 0.01})
+    if variant and env.endswith(("Hopper-v5",)):
+        params["max_kl"] = 0.01
+    (trial / "params.json").write_text(json.dumps(params))
+    returns = [0.0] * 18 + [float(score)] * 2
+    lines = []
+    for i in range(4):
+        chunk = returns[5 * i: 5 * i + 5]
+        row = {"training_iteration": i + 1,
+               "env_runners": {"episode_returns": chunk, "num_env_steps_sampled_lifetime": 250 * (i + 1),
+                               "episode_return_mean": float(np.mean(chunk))}}
+        if variant:
+            row["kappa"] = {"variant": variant, "iteration": i}
+        lines.append(json.dumps(row))
+    text = "\n".join(lines) + "\n"
+    if partial_last_line:
+        text += '{"training_iteration": 5, "env_runners": {"episode_ret'  # killed mid-write
+    (trial / "result.json").write_text(text)
+
+
+BREAKOUT = "kappa_rllib:ALE/Breakout-v5"
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tune")
+    n = 0
+
+    def cell(scores, **kw):
+        nonlocal n
+        for seed, s in enumerate(scores):
+            n += 1
+            write_trial(root / "grid", f"trial_{n:03d}", s, seed=seed, **kw)
+
+    # Breakout, C_FA 0.05 (the paper's Table 1 setting)
+    cell([200, 210, 220], env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.05, partial_last_line=True)
+    cell([150, 160, 170], env=BREAKOUT, variant="pi", kappa=0.68, c_fa=0.05)
+    cell([100, 110, 120], env=BREAKOUT, variant="pi", kappa=0.0, c_fa=0.05)
+    cell([180, 185, 190], env=BREAKOUT, variant="vi", kappa=0.84, c_fa=0.05)
+    cell([90, 95, 100], env=BREAKOUT, variant="vi", kappa=0.0, c_fa=0.05)
+    cell([130, 135, 140], env=BREAKOUT, variant="pi", kappa=1.0, c_fa=0.05)  # DQN
+    cell([160, 165, 170], env=BREAKOUT, variant="pi", kappa=0.68, c_fa=0.05, naive=True)
+    cell([150, 150, 150], env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.05, naive=True)
+    # Breakout, C_FA 0.2: a second column of the heat-map
+    cell([100, 100, 110], env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.2)
+    cell([90, 95, 100], env=BREAKOUT, variant="pi", kappa=0.68, c_fa=0.2)
+    # DQN at a lower gamma
+    cell([50, 60, 70], env=BREAKOUT, variant="pi", kappa=1.0, c_fa=0.05, gamma=0.84)
+    # Hopper: kappa-PI-TRPO (8 seeds, one outlier), TRPO, GAE
+    cell([1300, 1350, 1400, 1450, 1500, 1550, 1600, 5000], env="Hopper-v5", variant="pi", kappa=0.68, c_fa=0.2)
+    cell([1000, 1100, 1200], env="Hopper-v5")
+    cell([1250, 1350, 1450], env="Hopper-v5", lambda_=0.84)
+    cell([500, 500, 600], env="Hopper-v5", lambda_=0.0)
+    out = root / "report"
+    paths = report.report(root, out, reps=500)
+    return root, out, paths
+
+
+def table_rows(out):
+    with open(out / "table.csv") as f:
+        return {(r["env"], r["c_fa"], r["row"], r["column"]): r for r in csv.DictReader(f)}
+
+
+def test_run_score_is_the_mean_of_the_last_tenth_of_episodes():
+    assert report.final_score([0.0] * 18 + [7.0, 9.0]) == 8.0
+    assert report.final_score(list(range(25))) == np.mean([22, 23, 24])  # ceil(2.5) = 3 episodes
+    assert report.final_score([5.0]) == 5.0
+    assert math.isnan(report.final_score([]))
+
+
+def test_loader_reads_every_trial_and_ignores_a_torn_last_line(results):
+    root, _, _ = results
+    runs = report.load_runs(root / "grid")
+    assert len(runs) == 3 * 14 + 8
+    assert {r.env for r in runs} == {"ALE/Breakout-v5", "Hopper-v5"}  # RLlib's env name prefix stripped
+    torn = [r for r in runs if r.kappa == 0.84 and r.c_fa == 0.05 and r.variant == "kappa-pi" and not r.naive]
+    assert sorted(r.score for r in torn) == [200, 210, 220]
+    assert all(len(r.episode_returns) == 20 for r in runs)
+
+
+def test_table_means_cis_kappa_best_and_best_marks(results):
+    _, out, _ = results
+    rows = table_rows(out)
+    key = ("ALE/Breakout-v5", "0.05")
+    pi_best = rows[(*key, "kappa-pi", "kappa_best")]
+    assert float(pi_best["param"]) == 0.84 and float(pi_best["mean"]) == 210.0 and pi_best["n"] == "3"
+    assert float(pi_best["ci95"]) == pytest.approx(10 * CI)
+    assert float(rows[(*key, "kappa-pi", "kappa_0")]["mean"]) == 110.0
+    vi_best = rows[(*key, "kappa-vi", "kappa_best")]
+    assert float(vi_best["param"]) == 0.84 and float(vi_best["mean"]) == 185.0
+    assert float(vi_best["ci95"]) == pytest.approx(5 * CI)
+    assert float(rows[(*key, "kappa-vi", "kappa_0")]["mean"]) == 95.0
+    base = rows[(*key, "", "baseline")]
+    assert float(base["mean"]) == 135.0 and base["n"] == "3"  # the gamma 0.84 runs are not mixed in
+    naive = rows[(*key, "kappa-pi", "naive")]
+    assert float(naive["param"]) == 0.68 and float(naive["mean"]) == 165.0
+    # 210 +- 11.3 overlaps nothing else: the only bold cell of Breakout at C_FA 0.05
+    assert [k[2:] for k, r in rows.items() if k[:2] == key and r["best"] == "1"] == [("kappa-pi", "kappa_best")]
+    # the second C_FA gets its own table rows
+    assert float(rows[("ALE/Breakout-v5", "0.2", "kappa-pi", "kappa_best")]["mean"]) == pytest.approx(310 / 3)
+
+
+def test_overlapping_intervals_are_marked_as_ties_and_gae_takes_its_best_lambda(results):
+    _, out, _ = results
+    rows = table_rows(out)
+    key = ("Hopper-v5", "0.2")
+    pi = rows[(*key, "kappa-pi", "kappa_best")]
+    scores = np.array([1300, 1350, 1400, 1450, 1500, 1550, 1600, 5000.0])
+    assert float(pi["mean"]) == pytest.approx(scores.mean())
+    assert float(pi["ci95"]) == pytest.approx(1.96 * scores.std(ddof=1) / math.sqrt(8))
+    gae = rows[(*key, "", "gae")]
+    assert float(gae["param"]) == 0.84 and float(gae["mean"]) == 1350.0
+    assert float(rows[(*key, "", "baseline")]["mean"]) == 1100.0
+    best = {k[2:] for k, r in rows.items() if k[:2] == key and r["best"] == "1"}
+    assert best == {("kappa-pi", "kappa_best"), ("", "gae"), ("", "baseline")}  # the wide kappa-PI interval
+
+
+def test_paper_numbers_stand_beside_the_same_cells(results):
+    _, out, _ = results
+    rows = table_rows(out)
+    assert rows[("ALE/Breakout-v5", "0.05", "kappa-pi", "kappa_best")]["paper"] == "223 +- 7, kappa=0.84"
+    assert rows[("ALE/Breakout-v5", "0.05", "", "baseline")]["paper"] == "134 +- 4"
+    assert rows[("ALE/Breakout-v5", "0.2", "kappa-pi", "kappa_best")]["paper"] == ""  # not the paper's C_FA
+    assert rows[("Hopper-v5", "0.2", "", "gae")]["paper"] == "1600 +- 134, lambda=0.84"
+    md = (out / "table.md").read_text()
+    assert "**210.0 +- 11.3 (n=3), kappa=0.84**<br>paper: 223 +- 7, kappa=0.84" in md
+    tex = (out / "table.tex").read_text()
+    assert "\\textbf{210.0 $\\pm$ 11.3 (n=3), $\\kappa$=0.84}" in tex and "C\\_FA" in tex
+
+
+def test_iqm_matches_rliable_on_the_same_scores(results):
+    _, out, _ = results
+    with open(out / "iqm.csv") as f:
+        rows = {(r["env"], r["cell"]): r for r in csv.DictReader(f)}
+    hopper = rows[("Hopper-v5 (C_FA 0.2)", "kappa-pi kappa_best (kappa=0.68)")]
+    scores = np.array([1300, 1350, 1400, 1450, 1500, 1550, 1600, 5000.0])
+    assert float(hopper["iqm"]) == pytest.approx(metrics.aggregate_iqm(scores.reshape(-1, 1)))
+    assert float(hopper["iqm"]) == pytest.approx(1475.0)  # the middle half: 1400 .. 1550
+    assert float(hopper["ci_low"]) <= 1475.0 <= float(hopper["ci_high"])
+    breakout = rows[("ALE/Breakout-v5 (C_FA 0.05)", "kappa-pi kappa_best (kappa=0.84)")]
+    assert float(breakout["iqm"]) == pytest.approx(metrics.aggregate_iqm(np.array([[200.0], [210.0], [220.0]])))
+
+
+def test_lower_gamma_curves_and_heatmaps_are_written(results):
+    _, out, paths = results
+    lower = (out / "lower_gamma.md").read_text()
+    assert "| ALE/Breakout-v5 | baseline (kappa = 1) | 0.84 | 1 | 60.0 +- " in lower
+    names = {p.name for p in paths}
+    assert {"curves_ALE-Breakout-v5_cfa0.05.png", "curves_ALE-Breakout-v5_cfa0.2.png",
+            "curves_Hopper-v5_cfa0.2.png", "heatmap_ALE-Breakout-v5_kappa-pi.png"} <= names
+    assert "heatmap_ALE-Breakout-v5_kappa-vi.png" not in names  # kappa-VI ran at one C_FA only
+    for p in paths:
+        if p.suffix == ".png":
+            assert p.read_bytes()[:8] == PNG_MAGIC
+            image = matplotlib.image.imread(p)
+            assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_report_command_prints_the_table_and_refuses_an_empty_folder(results, tmp_path, capsys):
+    root, _, _ = results
+    assert main(["report", str(root / "grid"), "--out", str(tmp_path / "r"), "--bootstrap-reps", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "| ALE/Breakout-v5 (C_FA 0.05) | kappa-pi |" in printed and str(tmp_path / "r" / "table.md") in printed
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "no trial results" in capsys.readouterr().err
