@@ -142,6 +142,8 @@ def build_parser():
         epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")
     report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results)")
     report_p.add_argument("--out", default=None, help="output folder (default: FOLDER/report)")
+    report_p.add_argument("--include-unfinished", action="store_true",
+                          help="also score trials that have not reached their T (running, stopped or failed)")
     report_p.add_argument("--bootstrap-reps", type=_positive_int, default=2000,
                           help="stratified-bootstrap repetitions for the IQM CIs (default 2000)")
     return parser
@@ -384,7 +386,8 @@ def tune_main(args) -> int:
     errors = sum(1 for rg in results.values() for r in rg if r.error)
     print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage.resolve()}")
     if args.report:
-        return report_main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000))
+        return report_main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
+                                              include_unfinished=False))
     print(f"[tune] tables and plots: kappa-rllib report {storage}")
     return 1 if errors else 0
 
@@ -393,7 +396,8 @@ def report_main(args) -> int:
     from kappa_rllib import report
 
     try:
-        paths = report.report(args.folder, args.out, reps=args.bootstrap_reps)
+        paths = report.report(args.folder, args.out, reps=args.bootstrap_reps,
+                              include_unfinished=args.include_unfinished)
     except (ValueError, OSError) as e:
         return _error(_one_line(e))
     table = next(p for p in paths if p.name == "table.md")

@@ -67,6 +67,7 @@ class Run:
     steps: np.ndarray  # env steps at each report
     curve: np.ndarray  # RLlib's smoothed episode_return_mean at each report
     env_steps: int
+    done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
 
     @property
     def score(self) -> float:
@@ -170,6 +171,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         steps=np.asarray(steps, dtype=float),
         curve=np.asarray(curve, dtype=float),
         env_steps=int(steps[-1]) if steps else 0,
+        done=bool(rows[-1].get("done", False)),
     )
 
 
@@ -193,6 +195,7 @@ class EnvTable:
     gamma: float
     rows: dict  # variant -> {column: Cell}; shared columns (baseline, gae) under variant ""
     best: set  # {(variant, column)} marked best (ties included)
+    every: list = dataclasses.field(default_factory=list)  # (row name, kappa or lambda, Cell) for every value run
 
 
 def _kappa_variants(runs: list[Run]) -> list[str]:
@@ -210,11 +213,15 @@ def _dedupe_by_seed(runs: list[Run]) -> list[Run]:
     return out
 
 
-def _best_param_cell(runs: list[Run], param) -> Cell | None:
+def _param_cells(runs: list[Run], param) -> list[Cell]:
     by_param = defaultdict(list)
     for r in runs:
         by_param[param(r)].append(r.score)
-    cells = [Cell(np.asarray(s), p) for p, s in sorted(by_param.items())]
+    return [Cell(np.asarray(s), p) for p, s in sorted(by_param.items())]
+
+
+def _best_param_cell(runs: list[Run], param) -> Cell | None:
+    cells = _param_cells(runs, param)
     return max(cells, key=lambda c: c.mean) if cells else None
 
 
@@ -242,6 +249,8 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
         c_fas = sorted({r.c_fa for r in env_runs if r.c_fa is not None}) or [None]
         for c_fa in c_fas:
             rows: dict = {"": {}}
+            every = [("baseline", 1.0, Cell(np.asarray([r.score for r in baseline]), 1.0))] if baseline else []
+            every += [("gae", c.param, c) for c in _param_cells([r for r in env_runs if r.is_gae], lambda r: r.lambda_)]
             if baseline:
                 rows[""]["baseline"] = Cell(np.asarray([r.score for r in baseline]), 1.0)
             if gae:
@@ -262,9 +271,12 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                 if naive:
                     cells["naive"] = naive
                 rows[variant] = cells
+                every += [(variant, c.param, c) for c in _param_cells(regular, lambda r: r.kappa)]
+                every += [(f"{variant} naive", c.param, c) for c in _param_cells([r for r in mine if r.naive],
+                                                                                 lambda r: r.kappa)]
             if len(rows) == 1 and not rows[""]:
                 continue
-            tables.append(EnvTable(env, family, c_fa, gamma, rows, _best_marks(rows)))
+            tables.append(EnvTable(env, family, c_fa, gamma, rows, _best_marks(rows), every))
     return tables
 
 
@@ -317,7 +329,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
             yield t, label, variant or "-", cols
 
 
-def write_tables(tables: list[EnvTable], out: Path, paper: dict) -> list[Path]:
+def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0) -> list[Path]:
     base = {"dqn": "DQN", "trpo": "TRPO"}
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
@@ -326,6 +338,9 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict) -> list[Path]:
           "over seeds (n seeds). **Bold**: the best cell of the environment and every cell whose interval "
           "overlaps it. `paper:` the paper's Table 1/2 value for the same cell (MuJoCo v2 there, v5 here).",
           ""]
+    if left_out:
+        md += [f"{left_out} unfinished trial(s) (not `done`: running, stopped or failed) are left out; "
+               "see scores.csv.", ""]
     rows_csv = []
     tex = ["\\begin{tabular}{l|l|" + "c|" * (len(COLUMNS) - 1) + "c}", "\\hline",
            "Domain & Alg. & $\\kappa_{\\mathrm{best}}$ & $\\kappa=0$ & baseline, $\\kappa=1$ & "
@@ -354,6 +369,17 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict) -> list[Path]:
             })
         md.append(f"| {label} | {variant} | " + " | ".join(md_cells) + " |")
         tex.append(f"{label} & {variant} & ".replace("_", "\\_") + " & ".join(tex_cells) + " \\\\")
+    md += ["", "## Every cell (not only the best)", "", "| env | alg. | C_FA | kappa / lambda | score | n |",
+           "|---|---|---|---|---|---|"]
+    shown = set()
+    for t in tables:
+        for name, param, cell in t.every:
+            if name in ("baseline", "gae"):  # shared by the env's C_FA tables: once per env
+                if (t.env, name, param) in shown:
+                    continue
+                shown.add((t.env, name, param))
+            c_fa = "" if t.c_fa is None or name in ("baseline", "gae") else f"{t.c_fa:g}"
+            md.append(f"| {t.env} | {name} | {c_fa} | {param:g} | {_fmt(cell.mean)} +- {_fmt(cell.ci)} | {cell.n} |")
     tex += ["\\hline", "\\end{tabular}"]
     paths = [out / "table.md", out / "table.csv", out / "table.tex"]
     paths[0].write_text("\n".join(md) + "\n")
@@ -585,16 +611,18 @@ def write_scores(runs: list[Run], out: Path) -> Path:
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["env", "family", "variant", "kappa", "c_fa", "naive", "gamma", "lambda", "seed",
-                         "episodes", "env_steps", "score", "path"])
+                         "episodes", "env_steps", "done", "score", "path"])
         for r in runs:
             writer.writerow([r.env, r.family, r.variant, r.kappa, r.c_fa, r.naive, r.gamma, r.lambda_, r.seed,
-                             len(r.episode_returns), r.env_steps, r.score, r.path])
+                             len(r.episode_returns), r.env_steps, r.done, r.score, r.path])
     return path
 
 
-def report(root, out=None, reps: int = 2000) -> list[Path]:
+def report(root, out=None, reps: int = 2000, include_unfinished: bool = False) -> list[Path]:
     """Writes every output for the Tune results under `root` into `out` (default: root/report);
-    returns the paths written. Raises ValueError if `root` holds no finished trial."""
+    returns the paths written. Trials that have not reported `done` (still running, stopped or
+    failed) are left out of everything but scores.csv unless `include_unfinished`.
+    Raises ValueError if `root` holds no trial results."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"experiment folder {str(root)!r} does not exist")
@@ -603,9 +631,15 @@ def report(root, out=None, reps: int = 2000) -> list[Path]:
         raise ValueError(f"{root}: no trial results found (no params.json + result.json)")
     out = Path(out) if out else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(runs)
     paths = [write_scores(runs, out)]
-    paths += write_tables(tables, out, load_paper_tables())
+    unfinished = sum(not r.done for r in runs)
+    if not include_unfinished:
+        runs = [r for r in runs if r.done]
+        if not runs:
+            raise ValueError(f"{root}: no trial has finished yet ({unfinished} running or stopped); "
+                             "pass --include-unfinished to report them anyway")
+    tables = build_tables(runs)
+    paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished)
     paths += write_iqm(tables, out, reps)
     lower = write_lower_gamma(runs, out)
     if lower:

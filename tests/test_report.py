@@ -17,7 +17,7 @@ CI = 1.96 / math.sqrt(3)  # x std for 3 seeds
 
 
 def write_trial(root, name, score, *, env, variant=None, kappa=None, c_fa=None, naive=False, gamma=0.99,
-                lambda_=None, seed=0, partial_last_line=False):
+                lambda_=None, seed=0, partial_last_line=False, done=True):
     """A Tune trial folder: 4 iterations of 5 episodes; the first 18 episodes return 0 and the
     last 2 (the last 10%) return `score`, so the run's score is exactly `score`."""
     trial = root / name
@@ -39,6 +39,8 @@ def write_trial(root, name, score, *, env, variant=None, kappa=None, c_fa=None, 
                                "episode_return_mean": float(np.mean(chunk))}}
         if variant:
             row["kappa"] = {"variant": variant, "iteration": i}
+        if i == 3 and done:
+            row["done"] = True
         lines.append(json.dumps(row))
     text = "\n".join(lines) + "\n"
     if partial_last_line:
@@ -62,6 +64,7 @@ def results(tmp_path_factory):
 
     # Breakout, C_FA 0.05 (the paper's Table 1 setting)
     cell([200, 210, 220], env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.05, partial_last_line=True)
+    cell([999], env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.05, done=False)  # still running: left out
     cell([150, 160, 170], env=BREAKOUT, variant="pi", kappa=0.68, c_fa=0.05)
     cell([100, 110, 120], env=BREAKOUT, variant="pi", kappa=0.0, c_fa=0.05)
     cell([180, 185, 190], env=BREAKOUT, variant="vi", kappa=0.84, c_fa=0.05)
@@ -99,10 +102,10 @@ def test_run_score_is_the_mean_of_the_last_tenth_of_episodes():
 def test_loader_reads_every_trial_and_ignores_a_torn_last_line(results):
     root, _, _ = results
     runs = report.load_runs(root / "grid")
-    assert len(runs) == 3 * 14 + 8
+    assert len(runs) == 3 * 14 + 8 + 1 and sum(not r.done for r in runs) == 1
     assert {r.env for r in runs} == {"ALE/Breakout-v5", "Hopper-v5"}  # RLlib's env name prefix stripped
     torn = [r for r in runs if r.kappa == 0.84 and r.c_fa == 0.05 and r.variant == "kappa-pi" and not r.naive]
-    assert sorted(r.score for r in torn) == [200, 210, 220]
+    assert sorted(r.score for r in torn) == [200, 210, 220, 999]
     assert all(len(r.episode_returns) == 20 for r in runs)
 
 
@@ -151,6 +154,7 @@ def test_paper_numbers_stand_beside_the_same_cells(results):
     assert rows[("ALE/Breakout-v5", "0.2", "kappa-pi", "kappa_best")]["paper"] == ""  # not the paper's C_FA
     assert rows[("Hopper-v5", "0.2", "", "gae")]["paper"] == "1600 +- 134, lambda=0.84"
     md = (out / "table.md").read_text()
+    assert "1 unfinished trial(s)" in md  # the running 999 is not in the 210 above
     assert "**210.0 +- 11.3 (n=3), kappa=0.84**<br>paper: 223 +- 7, kappa=0.84" in md
     tex = (out / "table.tex").read_text()
     assert "\\textbf{210.0 $\\pm$ 11.3 (n=3), $\\kappa$=0.84}" in tex and "C\\_FA" in tex
