@@ -40,13 +40,15 @@ def _files(root: Path) -> dict:
 def write_manifest(path, algorithm) -> None:
     """Records what `path` holds; called last by the algorithms' `save_to_path`."""
     path = Path(path)
-    counters = getattr(algorithm, "counters", {}) or {}
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    env_steps = algorithm.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
     manifest = {
         "package": PACKAGE,
         "format": FORMAT,
         "algorithm": type(algorithm).__name__,
         "training_iteration": int(getattr(algorithm, "iteration", 0) or 0),
-        "env_steps": int(counters.get("env_steps", 0)),
+        "env_steps": int(env_steps),
         "files": _files(path),
     }
     tmp = path / (MANIFEST + ".tmp")

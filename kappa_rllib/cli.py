@@ -19,6 +19,9 @@ import csv
 import json
 import logging
 import math
+import os
+import signal
+import socket
 import sys
 import time
 import uuid
@@ -32,6 +35,7 @@ TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
 ALGORITHMS = DQN_FAMILY + TRPO_FAMILY
 KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo")
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # stopped by SIGINT / SIGTERM (after writing a checkpoint)
 
 
 class UsageError(Exception):
@@ -53,14 +57,21 @@ def _probability(name):
     return parse
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _int_at_least(minimum: int, what: str):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 def _family_defaults(key: str, fmt=str) -> str:
@@ -68,7 +79,7 @@ def _family_defaults(key: str, fmt=str) -> str:
 
 
 def _add_run_arguments(p):
-    p.add_argument("--env", required=True, help="gymnasium id, e.g. CartPole-v1 or ALE/Breakout-v5")
+    p.add_argument("--env", help="gymnasium id, e.g. CartPole-v1 or ALE/Breakout-v5 (required)")
     p.add_argument("--kappa", type=_probability("kappa"), default=None,
                    help=f"kappa in [0, 1] (kappa-* algorithms); default: {_family_defaults('kappa')}")
     p.add_argument("--lambda", dest="lambda_", type=_probability("lambda"), default=None,
@@ -84,16 +95,21 @@ def _add_run_arguments(p):
                         "kappa-iteration (Alg. 7 read literally)")
     p.add_argument("--dry-run", action="store_true",
                    help="check the settings, print the resolved schedule (N_kappa, T_kappa) and exit; Ray is not started")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_non_negative_int, default=0)
     p.add_argument("--config", help="YAML preset (sections training/rl_module/env_runners); "
                    "default: the packaged preset for the env, if any")
     p.add_argument("--gamma", type=_probability("gamma"), default=None)
-    p.add_argument("--num-env-runners", type=int, default=0, help="remote EnvRunners (0: sample in the driver)")
+    p.add_argument("--num-env-runners", type=_non_negative_int, default=0,
+                   help="remote EnvRunners (0: sample in the driver)")
     p.add_argument("--address", default=None, help="Ray cluster address (ray://host:10001 or host:6379); "
                    "default: start an embedded local Ray")
-    p.add_argument("--num-cpus", type=int, default=None, help="CPUs for the embedded local Ray")
+    p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
     p.add_argument("--output", default="results", help="parent folder of the run folder")
-    p.add_argument("--torch-threads", type=int, default=1,
+    p.add_argument("--checkpoint-every", type=_non_negative_int, default=10,
+                   help="write a checkpoint every N training iterations (atomically; 0: only at the end); default 10")
+    p.add_argument("--keep-checkpoints", type=_positive_int, default=2,
+                   help="how many of the newest checkpoints to keep (default 2)")
+    p.add_argument("--torch-threads", type=_positive_int, default=1,
                    help="torch intra-op threads in the driver (1 is fastest for small nets on few cores)")
 
 
@@ -101,7 +117,10 @@ def build_parser():
     parser = _Parser(prog="kappa-rllib", description="Multi-step greedy RL on Ray RLlib")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser("train", help="train one algorithm")
-    train.add_argument("--algo", required=True, choices=ALGORITHMS)
+    train.add_argument("--algo", choices=ALGORITHMS, help="the algorithm (required unless --resume)")
+    train.add_argument("--resume", metavar="RUN_DIR", default=None,
+                       help="continue a stopped `train` run from its newest complete checkpoint to its T "
+                            "(the run's own settings; other options are ignored)")
     _add_run_arguments(train)
     compare = sub.add_parser("compare", help="train several algorithms one after another, print a table")
     compare.add_argument("--algos", default="kappa-pi-dqn,dqn",
@@ -244,6 +263,8 @@ def _run_dir(parent: str, algo: str, args, config) -> Path:
     path.mkdir(parents=True, exist_ok=False)
     with open(path / "params.json", "w") as f:
         json.dump(_jsonable(config.to_dict()), f, indent=1, sort_keys=True)
+    _update_run_meta(path, algo=algo, env=args.env, total_env_steps=int(config.total_env_steps), finished=False,
+                     command=sys.argv[1:])
     return path
 
 
@@ -253,7 +274,7 @@ PROGRESS_COLUMNS = [
 ]
 
 
-def _row(result, started) -> dict:
+def _row(result, started, steps_at_start: int = 0) -> dict:
     kappa, runners = result.get("kappa", {}), result.get("env_runners", {})
     elapsed = time.time() - started
     env_steps = int(runners.get("num_env_steps_sampled_lifetime", 0))
@@ -264,7 +285,7 @@ def _row(result, started) -> dict:
         "kappa_iteration": kappa.get("iteration", "-"),
         "kappa_num_iterations": kappa.get("num_iterations", "-"),
         "kappa_phase": kappa.get("phase", "-"),
-        "env_steps_per_s": env_steps / elapsed if elapsed > 0 else float("nan"),
+        "env_steps_per_s": (env_steps - steps_at_start) / elapsed if elapsed > 0 else float("nan"),
         "time_total_s": elapsed,
     }
 
@@ -282,21 +303,79 @@ def _jsonable(obj):
         return str(obj)
 
 
-def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print) -> dict:
-    """Trains to the end of the kappa schedule (or `total_steps` env steps); returns a summary."""
-    algorithm = config.build_algo()
-    started = time.time()
-    returns = []
-    try:
-        with open(out_dir / "progress.csv", "w", newline="") as f_csv, open(out_dir / "result.json", "w") as f_json:
-            writer = csv.DictWriter(f_csv, fieldnames=PROGRESS_COLUMNS)
+class _StopOnSignal:
+    """SIGINT (Ctrl-C) or SIGTERM asks the run to stop after the current training iteration, so
+    the checkpoint holds a whole iteration; a second signal aborts at once."""
+
+    def __init__(self):
+        self.received = None
+
+    def _handle(self, signum, frame):
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum).name
+        print(f"kappa-rllib: {self.received}: stopping after this iteration to write a checkpoint "
+              "(again to abort without one)", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        self._old = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        return False
+
+
+def _trim_logs(out_dir: Path, last_iteration: int) -> None:
+    """Drops the rows a crash left after the checkpoint being resumed from (they are re-run)."""
+    result_file, progress_file = out_dir / "result.json", out_dir / "progress.csv"
+    if result_file.exists():
+        kept = []
+        for line in result_file.read_text().splitlines():
+            try:
+                if json.loads(line).get("training_iteration", 0) <= last_iteration:
+                    kept.append(line)
+            except json.JSONDecodeError:
+                break  # a line torn by the crash, and nothing after it
+        result_file.write_text("".join(k + "\n" for k in kept))
+    if progress_file.exists():
+        with open(progress_file, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["training_iteration"]) <= last_iteration]
+        with open(progress_file, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=PROGRESS_COLUMNS)
             writer.writeheader()
-            while True:
+            writer.writerows(rows)
+
+
+def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print, *, algorithm=None,
+            checkpoint_every: int = 10, keep_checkpoints: int = 2) -> dict:
+    """Trains to the end of the kappa schedule (T env steps), or until SIGINT/SIGTERM; returns a
+    summary. Checkpoints go to out_dir/checkpoints/ every `checkpoint_every` iterations, at the
+    end and on a stop signal. `algorithm`: a restored one to continue (`train --resume`)."""
+    from kappa_rllib import checkpoints
+
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    resumed = algorithm is not None
+    algorithm = algorithm or config.build_algo()
+    steps_at_start = int(algorithm.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
+    started = time.time()
+    returns, row, checkpoint, stop = [], None, None, None
+    mode = "a" if resumed else "w"
+    try:
+        with _StopOnSignal() as stop, open(out_dir / "progress.csv", mode, newline="") as f_csv, \
+                open(out_dir / "result.json", mode) as f_json:
+            writer = csv.DictWriter(f_csv, fieldnames=PROGRESS_COLUMNS)
+            if not resumed:
+                writer.writeheader()
+            while not stop.received:
                 result = algorithm.train()
-                row = _row(result, started)
+                row = _row(result, started, steps_at_start)
                 writer.writerow(row)
                 f_csv.flush()
                 f_json.write(json.dumps(_jsonable(result)) + "\n")
+                f_json.flush()
                 if not math.isnan(row["episode_return_mean"]):
                     returns.append(row["episode_return_mean"])
                 log(
@@ -305,32 +384,89 @@ def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print) -> di
                     f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} "
                     f"({row['kappa_phase']})  {row['env_steps_per_s']:6.0f} steps/s"
                 )
-                if result.get("done") or row["env_steps"] >= total_steps:
+                finished = bool(result.get("done")) or row["env_steps"] >= total_steps
+                if finished:
                     break
-        checkpoint = algorithm.save_to_path(str((out_dir / "checkpoint").resolve()))
+                if checkpoint_every and result["training_iteration"] % checkpoint_every == 0:
+                    checkpoint = checkpoints.save_atomic(algorithm, out_dir / "checkpoints", keep_checkpoints)
+            else:
+                finished = False
+            if row is not None or resumed:
+                checkpoint = checkpoints.save_atomic(algorithm, out_dir / "checkpoints", keep_checkpoints)
     finally:
         algorithm.stop()
+    _update_run_meta(out_dir, finished=finished)
+    env_steps = row["env_steps"] if row else 0
     return {
         "algo": algo,
         "kappa": getattr(config, "kappa", 1.0),
         "num_iterations": getattr(config, "num_kappa_iterations", 1),
-        "env_steps": row["env_steps"],
+        "env_steps": env_steps,
         "final_return": returns[-1] if returns else float("nan"),
         "best_return": max(returns) if returns else float("nan"),
-        "env_steps_per_s": row["env_steps_per_s"],
-        "wall_s": row["time_total_s"],
+        "env_steps_per_s": row["env_steps_per_s"] if row else float("nan"),
+        "wall_s": time.time() - started,
         "output": str(out_dir),
-        "checkpoint": checkpoint,
+        "checkpoint": str(checkpoint) if checkpoint else None,
+        "interrupted": None if finished else (stop.received or "stopped"),
     }
+
+
+RUN_META = "run.json"
+
+
+def _update_run_meta(out_dir: Path, **fields) -> None:
+    path = out_dir / RUN_META
+    meta = json.loads(path.read_text()) if path.exists() else {}
+    meta.update(fields)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta, indent=1))
+    os.replace(tmp, path)
+
+
+def _check_address(address) -> None:
+    """An unreachable cluster address is answered at once, not by Ray's endless retries."""
+    if address in (None, "auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--address {address!r}: expected auto, HOST:PORT (e.g. 10.0.0.5:6379) or "
+                         "ray://HOST:PORT (Ray Client, e.g. ray://10.0.0.5:10001)")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise UsageError(f"--address {address}: nothing answers at {host}:{port} ({e.strerror or e}; one TCP "
+                         "connection tried, 5 s timeout); is the cluster up (`ray start --head`)?") from None
+
+
+def _check_output(option: str, folder) -> None:
+    """The output folder can be created and written, checked before Ray starts."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{option} {str(folder)!r}: cannot create the folder ({e.strerror or e})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {str(folder)!r}: the folder is not writable")
 
 
 def _init_ray(args):
     import ray
 
-    if args.address:
-        ray.init(address=args.address, log_to_driver=False)
-    else:
-        ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        if args.address:
+            ray.init(address=args.address, log_to_driver=False)
+        else:
+            # Ray's own processes start with SIGINT ignored, so Ctrl-C reaches only this driver,
+            # which then checkpoints with its Ray intact.
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
+        raise UsageError(f"--address {args.address}: could not connect ({_one_line(e)})") from None
 
 
 def _summary_table(summaries) -> str:
@@ -366,7 +502,9 @@ def tune_main(args) -> int:
             grid.validate()
         if args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
-    except (ValueError, TypeError, OSError) as e:
+        _check_output("--storage", args.storage)
+        _check_address(args.address)
+    except (ValueError, TypeError, OSError, UsageError) as e:
         return _error(_one_line(e))
     storage = Path(args.storage) / (Path(args.file).stem + ("_smoke" if args.smoke else ""))
     total = sum(g.num_trials() for g in grids)
@@ -377,7 +515,10 @@ def tune_main(args) -> int:
     import torch
 
     torch.set_num_threads(args.torch_threads)
-    _init_ray(args)
+    try:
+        _init_ray(args)
+    except UsageError as e:
+        return _error(e)
     try:
         results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every)
@@ -408,6 +549,47 @@ def report_main(args) -> int:
     return 0
 
 
+def resume_main(args) -> int:
+    """`kappa-rllib train --resume RUN_DIR`: the run's newest complete checkpoint, trained on to its T."""
+    from kappa_rllib import checkpoints
+
+    run_dir = Path(args.resume).expanduser().resolve()
+    meta_file = run_dir / RUN_META
+    try:
+        if not meta_file.is_file():
+            raise UsageError(f"--resume {args.resume!r}: not a `kappa-rllib train` run folder (no {RUN_META})")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("finished"):
+            print(f"[{meta['algo']}] {run_dir} is complete (T = {meta['total_env_steps']} env steps); nothing to do")
+            return 0
+        checkpoint = checkpoints.latest(run_dir)
+        manifest = checkpoints.check(checkpoint)
+    except (checkpoints.CheckpointError, json.JSONDecodeError, KeyError) as e:
+        raise UsageError(f"--resume {args.resume!r}: {_one_line(e)}") from None
+    import torch
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    torch.set_num_threads(args.torch_threads)
+    _init_ray(args)
+    _trim_logs(run_dir, manifest["training_iteration"])
+    print(f"[{meta['algo']}] resuming {run_dir} from {checkpoint.name} (iteration {manifest['training_iteration']}, "
+          f"{manifest['env_steps']} env steps)")
+    algorithm = Algorithm.from_checkpoint(str(checkpoint))
+    summary = run_one(meta["algo"], algorithm.config, run_dir, meta["total_env_steps"], algorithm=algorithm,
+                      checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints)
+    return _finish_message(meta["algo"], summary, run_dir)
+
+
+def _finish_message(algo: str, summary: dict, out_dir: Path) -> int:
+    if summary["interrupted"]:
+        print(f"kappa-rllib: [{algo}] stopped by {summary['interrupted']} at {summary['env_steps']} env steps; "
+              f"checkpoint {summary['checkpoint']}; resume with: kappa-rllib train --resume {out_dir}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(f"[{algo}] done: final return {summary['final_return']:.1f}, checkpoint {summary['checkpoint']}")
+    return 0
+
+
 def main(argv=None) -> int:
     # RLlib warns on every validate() that the new API stack is in use; that is our design.
     logging.getLogger("ray.rllib.algorithms.algorithm_config").setLevel(logging.ERROR)
@@ -417,10 +599,19 @@ def main(argv=None) -> int:
             return tune_main(args)
         if args.command == "report":
             return report_main(args)
+        if args.command == "train" and args.resume:
+            return resume_main(args)
+        if args.command == "train" and not args.algo:
+            raise UsageError("--algo is required (or --resume RUN_DIR)")
+        if not args.env:
+            raise UsageError("--env is required, e.g. --env CartPole-v1")
         algos = [args.algo] if args.command == "train" else [a.strip() for a in args.algos.split(",") if a.strip()]
         if not algos:
             raise UsageError("--algos is empty")
         configs = [(algo, *make_config(algo, args)) for algo in algos]  # all checked before Ray starts
+        if not args.dry_run:
+            _check_output("--output", args.output)
+            _check_address(args.address)
     except UsageError as e:
         return _error(e)
 
@@ -432,20 +623,35 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.torch_threads)
-    _init_ray(args)
+    try:
+        _init_ray(args)
+    except UsageError as e:
+        return _error(e)
     summaries = []
     for algo, config, preset_path in configs:
         out_dir = _run_dir(args.output, algo, args, config)
         print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         print(f"[{algo}] writing to {out_dir.resolve()}")
-        summary = run_one(algo, config, out_dir, total_steps_of(config, args))
+        summary = run_one(algo, config, out_dir, total_steps_of(config, args), checkpoint_every=args.checkpoint_every,
+                          keep_checkpoints=args.keep_checkpoints)
         summaries.append(summary)
-        print(f"[{algo}] done: final return {summary['final_return']:.1f}, checkpoint {summary['checkpoint']}")
+        code = _finish_message(algo, summary, out_dir.resolve())
+        if code:
+            return code
     if len(summaries) > 1:
         print()
         print(_summary_table(summaries))
     return 0
 
 
+def run() -> int:
+    """The console entry point: a second Ctrl-C (abort) ends with one line, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("kappa-rllib: aborted (no checkpoint written for the current iteration)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

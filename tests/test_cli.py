@@ -22,7 +22,7 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "dqn", "--env", "CartPole-v1", "--total-steps", "0"], "positive integer"),
         (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--kappa", "0.5", "--c-fa", "0.001",
           "--total-steps", "100"], "total_env_steps=100 gives 100 env steps < N_kappa=346"),
-        (["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "/no/such.yaml"], "No such file"),
+        (["train", "--algo", "dqn", "--env", "CartPole-v1", "--config", "/no/such.yaml"], "does not exist"),
         (["compare", "--algos", "kappa-pi-dqn,sarsa", "--env", "CartPole-v1"], "unknown --algo 'sarsa'"),
         (["train", "--algo", "gae", "--env", "Hopper-v5"], "--algo gae needs --lambda"),
         (["train", "--algo", "trpo", "--env", "Hopper-v5", "--lambda", "0.9"], "--lambda applies to --algo gae only"),
@@ -54,7 +54,9 @@ def test_train_writes_progress_results_and_checkpoint(tmp_path):
     assert [int(r["env_steps"]) for r in rows] == [2500, 5000]
     results = [json.loads(line) for line in open(run_dir / "result.json")]
     assert results[-1]["kappa"]["phase"] == "done" and results[-1]["done"] is True
-    assert (run_dir / "checkpoint" / "learner_group").is_dir()
+    assert (run_dir / "checkpoints" / "checkpoint_000002" / "learner_group").is_dir()  # the final one
+    assert (run_dir / "checkpoints" / "checkpoint_000002" / "kappa_rllib_checkpoint.json").is_file()
+    assert json.load(open(run_dir / "run.json"))["finished"] is True
     params = json.load(open(run_dir / "params.json"))
     assert params["kappa"] == 0.9 and params["c_fa"] == 0.3 and params["total_env_steps"] == 5000
     assert run_dir.name.startswith("kappa-vi-dqn_CartPole-v1_k0.9_c0.3_g0.99_s1_")

@@ -19,8 +19,34 @@ class EnvIdMixin:
         return super().environment(env, **kwargs)
 
 
+def check_int(name: str, value, minimum: int = 1) -> None:
+    """A count: an int (not a bool) >= `minimum`; else a one-line ValueError naming the setting."""
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= minimum):
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def check_positive(name: str, value) -> None:
+    """A rate or size: a number (not a bool) > 0."""
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+
+
+def check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
 class RawSamplingMixin:
     """Settings checks for the raw-transition EnvRunner that every algorithm here samples with."""
+
+    def validate_counts(self) -> None:
+        """Counts every algorithm here uses, checked before RLlib's own `validate` (which would
+        fail on a wrong type with a message that does not name the setting)."""
+        check_int("num_env_runners", self.num_env_runners, 0)
+        check_int("num_envs_per_env_runner", self.num_envs_per_env_runner, 1)
+        check_int("train_batch_size", self.train_batch_size, 1)
+        if self.seed is not None:
+            check_int("seed", self.seed, 0)
 
     def validate_sampling(self) -> None:
         """What the raw-transition EnvRunner needs (kappa_rllib.env_runner)."""

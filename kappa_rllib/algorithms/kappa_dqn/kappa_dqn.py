@@ -28,7 +28,15 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from kappa_rllib import defaults, envs
-from kappa_rllib.algorithms.config_mixins import EnvIdMixin, KappaConfigMixin, RawSamplingMixin
+from kappa_rllib.algorithms.config_mixins import (
+    EnvIdMixin,
+    KappaConfigMixin,
+    RawSamplingMixin,
+    check_bool,
+    check_int,
+    check_positive,
+)
+from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import (
     collect_env_steps,
@@ -137,14 +145,27 @@ class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
 
     def validate(self) -> None:
         """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
+        self.validate_counts()
         super().validate()
         validate_gamma(self.gamma)
         self.validate_kappa_schedule("env steps")
         for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_sample",
-                     "updates_per_learner_call"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+                     "updates_per_learner_call", "target_network_update_freq"):
+            check_int(name, getattr(self, name), 1)
+        check_int("num_steps_sampled_before_learning_starts", self.num_steps_sampled_before_learning_starts, 0)
+        if self.num_steps_sampled_before_learning_starts >= self.total_env_steps:
+            raise ValueError(
+                f"num_steps_sampled_before_learning_starts={self.num_steps_sampled_before_learning_starts} is not "
+                f"below total_env_steps={self.total_env_steps}: the run would end without one update; lower it "
+                "or raise total_env_steps"
+            )
+        if not isinstance(self.lr, (list, tuple)):  # RLlib also takes an lr schedule
+            check_positive("lr", self.lr)
+        capacity = self.replay_buffer_config.get("capacity")
+        check_int("replay_buffer_config['capacity']", capacity, 1)
+        if capacity < self.train_batch_size:
+            raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
+                             f"train_batch_size={self.train_batch_size}")
         fragment = self.get_rollout_fragment_length()
         if self.env_steps_per_sample % fragment:
             raise ValueError(
@@ -154,10 +175,8 @@ class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
         self.validate_sampling()
         if self.v_phi_source not in ("paper", "authors"):
             raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
-        if not isinstance(self.overlap_sampling, bool):
-            raise ValueError(f"overlap_sampling must be true or false, got {self.overlap_sampling!r}")
-        if not isinstance(self.episodic_life, bool):
-            raise ValueError(f"episodic_life must be true or false, got {self.episodic_life!r}")
+        check_bool("overlap_sampling", self.overlap_sampling)
+        check_bool("episodic_life", self.episodic_life)
         clip = self.clip_rewards
         if not (clip is None or isinstance(clip, bool) or (isinstance(clip, (int, float)) and clip > 0)):
             raise ValueError(f"clip_rewards must be true/false/null or a number > 0, got {clip!r}")
@@ -206,7 +225,7 @@ class KappaVIDQNConfig(KappaDQNConfig):
         super().__init__(algo_class=algo_class or KappaVIDQN)
 
 
-class KappaDQN(KappaLoopMixin, Algorithm):
+class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
 
     def setup(self, config) -> None:

@@ -24,7 +24,8 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib import defaults, envs
-from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin
+from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin, check_int, check_positive
+from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.sampling import sample_env_steps, sync_env_runner_weights
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.schedule import validate_gamma
@@ -98,6 +99,7 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
 
     def validate(self) -> None:
         """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
+        self.validate_counts()
         super().validate()
         validate_gamma(self.gamma)
         if not 0.0 <= self.lambda_ <= 1.0:
@@ -105,13 +107,10 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
         if not (isinstance(self.kl_accept_factor, (int, float)) and self.kl_accept_factor >= 1.0):
             raise ValueError(f"kl_accept_factor must be a number >= 1, got {self.kl_accept_factor!r}")
         for name in ("max_kl", "cg_damping", "vf_lr"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+            check_positive(name, getattr(self, name))
         for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size",
                      "fvp_subsample", "total_env_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            check_int(name, getattr(self, name), 1)
         if self.total_env_steps < self.train_batch_size:
             raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
                              f"(train_batch_size={self.train_batch_size}); raise total_env_steps")
@@ -127,7 +126,7 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
             envs.check_env_id(self.env)
 
 
-class TRPO(Algorithm):
+class TRPO(ManifestMixin, Algorithm):
     @classmethod
     def get_default_config(cls):
         return TRPOConfig()

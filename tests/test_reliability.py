@@ -1,0 +1,290 @@
+"""Reliability: every bad input is one line and exit code 2 (or a ValueError) before Ray starts,
+with nothing already in the output folder touched; Ctrl-C checkpoints and `--resume` finishes
+the run exactly; a checkpoint cut short or damaged is refused before anything is unpickled."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kappa_rllib import KappaPIDQNConfig, KappaPITRPOConfig, TRPOConfig, checkpoints
+from kappa_rllib.cli import main
+
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+DQN = ["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1"]
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Bad files to point options at, and an output folder that already holds a run's file."""
+    (tmp_path / "a_file").write_text("not a folder")
+    (tmp_path / "malformed.yaml").write_text("training: [1\n")
+    (tmp_path / "list.yaml").write_text("- training\n- lr\n")
+    (tmp_path / "string_batch.yaml").write_text('training:\n  train_batch_size: "64"\n')
+    (tmp_path / "zero_iteration.yaml").write_text("training:\n  env_steps_per_iteration: 0\n")
+    (tmp_path / "negative_lr.yaml").write_text("training:\n  lr: -1\n")
+    (tmp_path / "late_start.yaml").write_text("training:\n  num_steps_sampled_before_learning_starts: 60000\n")
+    (tmp_path / "unknown_section.yaml").write_text("trainer:\n  lr: 0.1\n")
+    (tmp_path / "unknown_key.yaml").write_text("training:\n  learning_rate: 0.1\n")
+    (tmp_path / "section_not_mapping.yaml").write_text("training: 5\n")
+    (tmp_path / "a_folder.yaml").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "earlier_run.txt").write_text("keep me")
+    return tmp_path
+
+
+BAD_CLI = [
+    (DQN + ["--kappa", "1.5"], "kappa must lie in [0, 1], got 1.5"),
+    (DQN + ["--kappa", "high"], "--kappa must be a number, got 'high'"),
+    (DQN + ["--c-fa", "0"], "c_fa must lie in the open interval (0, 1), got 0.0"),
+    (DQN + ["--gamma", "1"], "gamma must lie in [0, 1), got 1.0"),
+    (DQN + ["--total-steps", "-5"], "argument --total-steps: expected a positive integer, got '-5'"),
+    (DQN + ["--torch-threads", "0"], "argument --torch-threads: expected a positive integer, got '0'"),
+    (DQN + ["--num-env-runners", "-1"], "argument --num-env-runners: expected an integer >= 0, got '-1'"),
+    (DQN + ["--num-cpus", "0"], "argument --num-cpus: expected a positive integer, got '0'"),
+    (DQN + ["--seed", "-3"], "argument --seed: expected an integer >= 0, got '-3'"),
+    (DQN + ["--checkpoint-every", "-1"], "argument --checkpoint-every: expected an integer >= 0"),
+    (DQN + ["--output", "{tmp}/a_file/sub"], "--output '{tmp}/a_file/sub': cannot create the folder"),
+    (DQN + ["--config", "{tmp}/a_folder.yaml"], "--config '{tmp}/a_folder.yaml' is a folder; give a YAML file"),
+    (DQN + ["--config", "{tmp}/missing.yaml"], "--config '{tmp}/missing.yaml' does not exist"),
+    (DQN + ["--config", "{tmp}/malformed.yaml"], "not valid YAML at line 2, column 1"),
+    (DQN + ["--config", "{tmp}/list.yaml"], "the top level must be a mapping of sections"),
+    (DQN + ["--config", "{tmp}/unknown_section.yaml"], "unknown section(s) ['trainer']; allowed: environment"),
+    (DQN + ["--config", "{tmp}/unknown_key.yaml"], "unexpected keyword argument 'learning_rate'"),
+    (DQN + ["--config", "{tmp}/section_not_mapping.yaml"], "section 'training' must be a mapping of settings"),
+    (DQN + ["--config", "{tmp}/string_batch.yaml"], "train_batch_size must be an int >= 1, got '64'"),
+    (DQN + ["--config", "{tmp}/zero_iteration.yaml"], "env_steps_per_iteration must be an int >= 1, got 0"),
+    (DQN + ["--config", "{tmp}/negative_lr.yaml"], "lr must be a number > 0, got -1"),
+    (DQN + ["--config", "{tmp}/late_start.yaml", "--total-steps", "50000"],
+     "num_steps_sampled_before_learning_starts=60000 is not below total_env_steps=50000"),
+    (DQN + ["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: nothing answers at 127.0.0.1:1"),
+    (DQN + ["--address", "ray://127.0.0.1:1"], "--address ray://127.0.0.1:1: nothing answers at 127.0.0.1:1"),
+    (DQN + ["--address", "not-an-address"], "--address 'not-an-address': expected auto, HOST:PORT"),
+    (["train", "--env", "CartPole-v1"], "--algo is required (or --resume RUN_DIR)"),
+    (["train", "--algo", "dqn"], "--env is required"),
+    (["train", "--resume", "{tmp}/out"], "not a `kappa-rllib train` run folder (no run.json)"),
+    (["tune", "{tmp}/missing.py"], "config file '{tmp}/missing.py' does not exist"),
+    (["tune", "tune_configs/small/cartpole_dqn.py", "--storage", "{tmp}/a_file"], "--storage '{tmp}/a_file'"),
+    (["tune", "tune_configs/small/cartpole_dqn.py", "--grids", "nope"], "--grids: tune_configs/small/cartpole_dqn.py "
+                                                                          "has no grid(s) ['nope']"),
+    (["report", "{tmp}/missing"], "experiment folder '{tmp}/missing' does not exist"),
+]
+
+
+def _snapshot(folder: Path) -> dict:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("args, message", BAD_CLI, ids=[" ".join(a[2:] if a[0] == "train" else a)[:60] for a, _ in BAD_CLI])
+def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(files, args, message, capsys, monkeypatch):
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    args = [a.replace("{tmp}", str(files)) for a in args]
+    if "--output" not in args and args[0] == "train":
+        args += ["--output", str(files / "out")]
+    before = _snapshot(files / "out")
+    started = time.time()
+    assert main(args) == 2
+    assert time.time() - started < 30
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kappa-rllib: error: "), captured.err
+    assert message.replace("{tmp}", str(files)) in lines[0]
+    assert "Traceback" not in captured.err + captured.out
+    assert _snapshot(files / "out") == before  # nothing already there changed, no run folder made
+    import ray
+
+    assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize("config, message", [
+    (lambda: KappaPIDQNConfig().training(kappa=True), "kappa must lie in [0, 1], got True"),
+    (lambda: KappaPIDQNConfig().training(train_batch_size=0), "train_batch_size must be an int >= 1, got 0"),
+    (lambda: KappaPIDQNConfig().training(lr=-1.0), "lr must be a number > 0, got -1.0"),
+    (lambda: KappaPIDQNConfig().training(env_steps_per_iteration=0), "env_steps_per_iteration must be an int >= 1"),
+    (lambda: KappaPIDQNConfig().training(target_network_update_freq=0), "target_network_update_freq must be an int"),
+    (lambda: KappaPIDQNConfig().training(episodic_life="yes"), "episodic_life must be true or false, got 'yes'"),
+    (lambda: KappaPIDQNConfig().training(total_env_steps=20_000, num_steps_sampled_before_learning_starts=20_000),
+     "num_steps_sampled_before_learning_starts=20000 is not below total_env_steps=20000"),
+    (lambda: KappaPIDQNConfig().training(replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 8}),
+     "replay_buffer_config['capacity']=8 is smaller than train_batch_size=32"),
+    (lambda: KappaPIDQNConfig().env_runners(num_env_runners=-1), "num_env_runners must be an int >= 0, got -1"),
+    (lambda: KappaPITRPOConfig().training(c_fa=1.0), "c_fa must lie in the open interval (0, 1), got 1.0"),
+    (lambda: TRPOConfig().training(vf_lr=0.0), "vf_lr must be a number > 0, got 0.0"),
+    (lambda: TRPOConfig().training(total_env_steps=100), "total_env_steps=100 is less than one batch"),
+])
+def test_bad_api_settings_raise_one_line_value_errors(config, message):
+    env = "CartPole-v1"
+    with pytest.raises(ValueError) as e:
+        config().environment(env).validate()
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def _cli(args, **kw):
+    return subprocess.run(CLI + args, capture_output=True, text=True, **kw)
+
+
+RUN = DQN + ["--kappa", "0.84", "--c-fa", "0.2", "--total-steps", "8000", "--seed", "3", "--num-cpus", "1",
+             "--checkpoint-every", "1", "--config", "{preset}"]
+
+
+def _final(run_dir: Path) -> dict:
+    rows = [json.loads(line) for line in (run_dir / "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1))  # none lost, none twice
+    return rows[-1]
+
+
+@pytest.fixture
+def preset(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text("training:\n  env_steps_per_iteration: 1000\n  num_steps_sampled_before_learning_starts: 500\n"
+                    "  replay_buffer_config: {type: UniformReplayBuffer, capacity: 20000}\n"
+                    "rl_module:\n  model_config: {fcnet_hiddens: [32], head_fcnet_hiddens: []}\n")
+    return str(path)
+
+
+@pytest.mark.learning
+def test_sigint_checkpoints_and_resume_ends_exactly_like_an_uninterrupted_run(tmp_path, preset):
+    args = [a.replace("{preset}", preset) for a in RUN]
+    whole = _cli(args + ["--output", str(tmp_path / "whole")], timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    proc = subprocess.Popen(CLI + args + ["--output", str(tmp_path / "cut")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "steps     3000/8000" in line:
+            proc.send_signal(signal.SIGINT)  # mid-run
+            break
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    assert "stopped by SIGINT" in err and "resume with: kappa-rllib train --resume" in err
+    assert "Traceback" not in err
+    (run_dir,) = (tmp_path / "cut").iterdir()
+    stopped_at = checkpoints.check(checkpoints.latest(run_dir))
+    assert 3000 <= stopped_at["env_steps"] < 8000
+
+    resumed = _cli(["train", "--resume", os.path.relpath(run_dir), "--num-cpus", "1"], timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (whole_dir,) = (tmp_path / "whole").iterdir()
+    a, b = _final(whole_dir), _final(run_dir)
+    assert b["env_runners"]["num_env_steps_sampled_lifetime"] == a["env_runners"]["num_env_steps_sampled_lifetime"] == 8000
+    for key in ("iteration", "num_iterations", "phase", "theta_updates", "phi_updates", "env_steps",
+                "last_theta_target_sync", "phi_updates_at_last_target_sync"):
+        assert b["kappa"][key] == a["kappa"][key], key
+    manifests = [checkpoints.check(checkpoints.latest(d)) for d in (whole_dir, run_dir)]
+    assert manifests[0]["env_steps"] == manifests[1]["env_steps"] == 8000
+    # the replay buffers hold the same number of transitions (read from the checkpoints)
+    import ray
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        sizes = []
+        for d in (whole_dir, run_dir):
+            algo = checkpoints.load(d)
+            sizes.append(len(algo.local_replay_buffer))
+            algo.stop()
+        assert sizes[0] == sizes[1] == 8000
+    finally:
+        ray.shutdown()
+    again = _cli(["train", "--resume", str(run_dir)], timeout=120)
+    assert again.returncode == 0 and "is complete" in again.stdout
+
+
+KILL_MID_SAVE = """
+import sys, time, ray
+from kappa_rllib import KappaPIDQNConfig, checkpoints
+ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+algo = (KappaPIDQNConfig().environment("CartPole-v1")
+        .training(total_env_steps=2000, env_steps_per_iteration=500, num_steps_sampled_before_learning_starts=100)
+        .rl_module(model_config={"fcnet_hiddens": [8], "head_fcnet_hiddens": []}).build_algo())
+algo.train()
+checkpoints.save_atomic(algo, sys.argv[1])
+print("saved", flush=True)
+algo.train()
+real = checkpoints.write_manifest
+checkpoints.write_manifest = lambda path, a: (print("saving", flush=True), time.sleep(60), real(path, a))
+checkpoints.save_atomic(algo, sys.argv[1])
+"""
+
+
+@pytest.mark.learning
+def test_a_save_killed_midway_leaves_the_previous_checkpoint_loadable(tmp_path):
+    folder = tmp_path / "checkpoints"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_MID_SAVE, str(folder)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if line.strip() == "saving":  # the second save has written its files, not its manifest
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert lines[-2:] == ["saved", "saving"]
+    assert any(p.name.startswith(".tmp_") for p in folder.iterdir())  # the torn save, never renamed
+    good = checkpoints.latest(tmp_path)  # the run folder holding checkpoints/
+    assert good.name == "checkpoint_000001"
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith("checkpoint_")) == ["checkpoint_000001"]
+    import ray
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = checkpoints.load(folder / "checkpoint_000001")
+        assert algo.iteration == 1
+        algo.stop()
+    finally:
+        ray.shutdown()
+
+
+def _fake_checkpoint(path: Path) -> Path:
+    """A manifest-bearing folder shaped like a checkpoint (no real state: never unpickled)."""
+    path.mkdir(parents=True)
+    (path / "algorithm_state.pkl").write_bytes(b"\x80\x04" + b"x" * 100)
+    (path / "rllib_checkpoint.json").write_text("{}")
+    manifest = {"package": "kappa-rllib", "format": 1, "algorithm": "KappaPIDQN", "training_iteration": 3,
+                "env_steps": 300, "files": {"algorithm_state.pkl": 102, "rllib_checkpoint.json": 2}}
+    (path / checkpoints.MANIFEST).write_text(json.dumps(manifest))
+    return path
+
+
+def test_damaged_or_foreign_checkpoints_are_refused_before_unpickling(tmp_path, monkeypatch):
+    good = _fake_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint_000003")
+    assert checkpoints.check(good)["training_iteration"] == 3
+    monkeypatch.chdir(tmp_path)
+    assert checkpoints.latest("run") == good  # a relative run folder
+    assert checkpoints.latest("run/checkpoints/checkpoint_000003") == good  # a relative checkpoint
+
+    truncated = _fake_checkpoint(tmp_path / "truncated")
+    (truncated / "algorithm_state.pkl").write_bytes(b"\x80\x04xx")
+    with pytest.raises(checkpoints.CheckpointError, match="algorithm_state.pkl has 4 bytes, the save wrote 102"):
+        checkpoints.check(truncated)
+    foreign = tmp_path / "foreign"
+    shutil.copytree(truncated, foreign)
+    (foreign / checkpoints.MANIFEST).unlink()
+    with pytest.raises(checkpoints.CheckpointError, match="is not a kappa-rllib checkpoint"):
+        checkpoints.check(foreign)
+    other = _fake_checkpoint(tmp_path / "other")
+    (other / checkpoints.MANIFEST).write_text(json.dumps({"package": "someone-else", "files": {}}))
+    with pytest.raises(checkpoints.CheckpointError, match="is not kappa-rllib's"):
+        checkpoints.check(other)
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / checkpoints.MANIFEST).write_text("{not json")
+    with pytest.raises(checkpoints.CheckpointError, match="unreadable"):
+        checkpoints.check(tmp_path / "garbage")
+    # a newer damaged checkpoint is skipped for the older complete one
+    newer = _fake_checkpoint(tmp_path / "run" / "checkpoints" / "checkpoint_000004")
+    (newer / "algorithm_state.pkl").write_bytes(b"")
+    assert checkpoints.latest(tmp_path / "run") == good
+    # and `train --resume` on a run with only a damaged one: one line, exit 2
+    run = tmp_path / "run2"
+    _fake_checkpoint(run / "checkpoints" / "checkpoint_000001")
+    (run / "checkpoints" / "checkpoint_000001" / "algorithm_state.pkl").write_bytes(b"garbage")
+    (run / "run.json").write_text(json.dumps({"algo": "kappa-pi-dqn", "total_env_steps": 1000, "finished": False}))
+    proc = _cli(["train", "--resume", str(run)], timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no complete kappa-rllib checkpoint" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
