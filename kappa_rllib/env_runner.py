@@ -137,6 +137,7 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
             if explore:
                 self.module.epsilon_schedule.update(t)
                 epsilon = float(self.module.epsilon_schedule.get_current_value())
+                self.last_epsilon = (t, epsilon)  # what the last step explored with (checked after restarts)
                 explore_mask = self._rng.random(len(greedy)) < epsilon
                 if explore_mask.any():
                     random_actions = self._rng.integers(0, self.env.single_action_space.n, len(greedy))

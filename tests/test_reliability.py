@@ -288,3 +288,42 @@ def test_damaged_or_foreign_checkpoints_are_refused_before_unpickling(tmp_path, 
     proc = _cli(["train", "--resume", str(run)], timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "no complete kappa-rllib checkpoint" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.learning
+def test_a_killed_env_runner_is_restarted_and_explores_at_the_global_step():
+    """2 remote EnvRunners, one SIGKILLed mid-run: it is restarted, training goes on to T, the
+    results report the restart, and the new runner's epsilon follows the global env-step count
+    (a fresh runner counting its own steps would explore with epsilon 1.0)."""
+    import ray
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
+
+    ray.init(address="local", num_cpus=3, include_dashboard=False, log_to_driver=False)
+    try:
+        algo = (KappaPIDQNConfig().environment("CartPole-v1")
+                .training(kappa=0.84, c_fa=0.2, total_env_steps=12000, env_steps_per_iteration=1000,
+                          num_steps_sampled_before_learning_starts=200, epsilon=[[0, 1.0], [4000, 0.1]])
+                .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
+                .env_runners(num_env_runners=2)
+                .fault_tolerance(restart_failed_env_runners=True)
+                .debugging(seed=0)).build_algo()
+        for _ in range(3):
+            algo.train()
+        victim_id, victim = next(iter(algo.env_runner_group._worker_manager._actors.items()))
+        pid = ray.get(victim.apply.remote(lambda runner: os.getpid()))
+        os.kill(pid, signal.SIGKILL)
+        results = []
+        while not (results and results[-1].get("done")):
+            results.append(algo.train())
+        assert results[-1][ENV_RUNNER_RESULTS]["num_env_steps_sampled_lifetime"] == 12000  # T exactly
+        assert results[-1]["env_runner_restarts"] == 1 and results[-1]["healthy_env_runners"] == 2
+        new_pid = ray.get(algo.env_runner_group._worker_manager._actors[victim_id].apply.remote(
+            lambda runner: os.getpid()))
+        assert new_pid != pid
+        epsilons = algo.env_runner_group.foreach_env_runner(lambda r: getattr(r, "last_epsilon", None),
+                                                           local_env_runner=False)
+        for t, epsilon in epsilons:
+            assert t >= 3000 and epsilon == pytest.approx(0.1)  # past the schedule's end, not 1.0
+        algo.stop()
+    finally:
+        ray.shutdown()

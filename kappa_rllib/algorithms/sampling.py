@@ -71,3 +71,30 @@ def sync_env_runner_weights(algorithm) -> None:
         policies=[DEFAULT_MODULE_ID],
         inference_only=True,
     )
+
+
+def _process_id(env_runner):
+    import os
+
+    return env_runner.worker_index, os.getpid()
+
+
+def report_env_runner_health(algorithm, result: dict) -> None:
+    """Adds `env_runner_restarts` and `healthy_env_runners` to a result.
+
+    A killed remote EnvRunner is often restarted by Ray itself (actor restarts) before RLlib's
+    health probe notices, so restarts are counted here as changes of a runner's process id.
+    """
+    group = algorithm.env_runner_group
+    seen = algorithm.__dict__.setdefault("_env_runner_pids", {})
+    restarts = algorithm.__dict__.get("_env_runner_restarts", 0)
+    healthy = 0
+    if group is not None and group.num_remote_env_runners() > 0:
+        for index, pid in group.foreach_env_runner(_process_id, local_env_runner=False):
+            healthy += 1
+            if index in seen and seen[index] != pid:
+                restarts += 1
+            seen[index] = pid
+    algorithm._env_runner_restarts = restarts
+    result["env_runner_restarts"] = restarts
+    result["healthy_env_runners"] = healthy
