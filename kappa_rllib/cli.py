@@ -116,8 +116,14 @@ def _add_run_arguments(p):
 def build_parser():
     parser = _Parser(prog="kappa-rllib", description="Multi-step greedy RL on Ray RLlib")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    train = sub.add_parser("train", help="train one algorithm")
-    train.add_argument("--algo", choices=ALGORITHMS, help="the algorithm (required unless --resume)")
+    train = sub.add_parser(
+        "train", help="train one algorithm (or `train file CONFIG.py`, as RLlib's former `rllib train file`)",
+        epilog="examples: kappa-rllib train --algo kappa-pi-dqn --env CartPole-v1 --total-steps 50000 | "
+               "kappa-rllib train file my_config.py | kappa-rllib train --resume results/<run folder>")
+    train.add_argument("target", nargs="*", metavar="file CONFIG.py",
+                       help="`file PATH`: run a Python file defining `config` (an AlgorithmConfig without grid "
+                            "axes) and optionally `stop` (Tune-style, e.g. {'training_iteration': 20})")
+    train.add_argument("--algo", choices=ALGORITHMS, help="the algorithm (required unless --resume or file)")
     train.add_argument("--resume", metavar="RUN_DIR", default=None,
                        help="continue a stopped `train` run from its newest complete checkpoint to its T "
                             "(the run's own settings; other options are ignored)")
@@ -126,6 +132,20 @@ def build_parser():
     compare.add_argument("--algos", default="kappa-pi-dqn,dqn",
                          help=f"comma-separated, from {', '.join(ALGORITHMS)}")
     _add_run_arguments(compare)
+
+    evaluate = sub.add_parser(
+        "evaluate", help="run the greedy policy of a saved algorithm and print per-episode raw returns",
+        description="Restores a checkpoint (a checkpoint folder or a `train` run folder: its newest complete "
+                    "checkpoint), runs N episodes with the greedy policy (argmax Q for kappa-DQN, the mean "
+                    "action for TRPO) and prints each episode's raw return and their mean.",
+        epilog="example: kappa-rllib evaluate results/<run folder> --episodes 10 --render rgb_array --video videos/")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder or a `kappa-rllib train` run folder")
+    evaluate.add_argument("--episodes", type=_positive_int, default=10, help="episodes to run (default 10)")
+    evaluate.add_argument("--seed", type=_non_negative_int, default=0, help="episode i resets with seed + i")
+    evaluate.add_argument("--render", choices=["rgb_array"], default=None, help="render frames (for --video)")
+    evaluate.add_argument("--video", default=None, help="write one MP4 per episode into this folder (needs --render)")
+    evaluate.add_argument("--address", default=None, help="Ray cluster address; default: an embedded local Ray")
+    evaluate.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
 
     tune_p = sub.add_parser(
         "tune", help="run an experiment file's grids with Ray Tune",
@@ -349,7 +369,7 @@ def _trim_logs(out_dir: Path, last_iteration: int) -> None:
 
 
 def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print, *, algorithm=None,
-            checkpoint_every: int = 10, keep_checkpoints: int = 2) -> dict:
+            checkpoint_every: int = 10, keep_checkpoints: int = 2, stop: dict | None = None) -> dict:
     """Trains to the end of the kappa schedule (T env steps), or until SIGINT/SIGTERM; returns a
     summary. Checkpoints go to out_dir/checkpoints/ every `checkpoint_every` iterations, at the
     end and on a stop signal. `algorithm`: a restored one to continue (`train --resume`)."""
@@ -361,15 +381,15 @@ def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print, *, al
     algorithm = algorithm or config.build_algo()
     steps_at_start = int(algorithm.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
     started = time.time()
-    returns, row, checkpoint, stop = [], None, None, None
+    returns, row, checkpoint, signals = [], None, None, None
     mode = "a" if resumed else "w"
     try:
-        with _StopOnSignal() as stop, open(out_dir / "progress.csv", mode, newline="") as f_csv, \
+        with _StopOnSignal() as signals, open(out_dir / "progress.csv", mode, newline="") as f_csv, \
                 open(out_dir / "result.json", mode) as f_json:
             writer = csv.DictWriter(f_csv, fieldnames=PROGRESS_COLUMNS)
             if not resumed:
                 writer.writeheader()
-            while not stop.received:
+            while not signals.received:
                 result = algorithm.train()
                 row = _row(result, started, steps_at_start)
                 writer.writerow(row)
@@ -384,7 +404,8 @@ def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print, *, al
                     f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} "
                     f"({row['kappa_phase']})  {row['env_steps_per_s']:6.0f} steps/s"
                 )
-                finished = bool(result.get("done")) or row["env_steps"] >= total_steps
+                finished = bool(result.get("done")) or row["env_steps"] >= total_steps or (
+                    bool(stop) and _stop_reached(result, stop))
                 if finished:
                     break
                 if checkpoint_every and result["training_iteration"] % checkpoint_every == 0:
@@ -408,7 +429,7 @@ def run_one(algo: str, config, out_dir: Path, total_steps: int, log=print, *, al
         "wall_s": time.time() - started,
         "output": str(out_dir),
         "checkpoint": str(checkpoint) if checkpoint else None,
-        "interrupted": None if finished else (stop.received or "stopped"),
+        "interrupted": None if finished else (signals.received or "stopped"),
     }
 
 
@@ -580,6 +601,127 @@ def resume_main(args) -> int:
     return _finish_message(meta["algo"], summary, run_dir)
 
 
+def evaluate_main(args) -> int:
+    """`kappa-rllib evaluate CHECKPOINT`: greedy episodes of a restored algorithm, raw returns."""
+    from kappa_rllib import checkpoints, envs
+
+    try:
+        if args.video and not args.render:
+            raise UsageError("--video needs --render rgb_array")
+        checkpoint = checkpoints.latest(args.checkpoint)
+        if args.video:
+            _check_output("--video", args.video)
+        _check_address(args.address)
+    except checkpoints.CheckpointError as e:
+        raise UsageError(f"{args.checkpoint!r}: {_one_line(e)}") from None
+    if args.render:
+        os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo renders headless
+    import numpy as np
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    args.torch_threads = 1
+    _init_ray(args)
+    algorithm = Algorithm.from_checkpoint(str(checkpoint))
+    try:
+        env_id = str(algorithm.config.env).removeprefix("kappa_rllib:")
+        env_config = dict(algorithm.config.env_config or {})
+        if args.render:
+            env_config["render_mode"] = args.render
+        env = envs.make_env(env_id, env_config)
+        runner = algorithm.env_runner  # the local EnvRunner: the restored policy's weights
+        print(f"[evaluate] {checkpoint} ({type(algorithm).__name__} on {env_id}), {args.episodes} greedy episodes")
+        returns = []
+        for episode in range(args.episodes):
+            obs, _ = env.reset(seed=args.seed + episode)
+            total, length, frames, done = 0.0, 0, [], False
+            while not done:
+                _, env_actions, _ = runner._act([obs], explore=False, t=0)
+                obs, reward, terminated, truncated, _ = env.step(env_actions[0])
+                total, length, done = total + float(reward), length + 1, terminated or truncated
+                if args.render:
+                    frames.append(env.render())
+            returns.append(total)
+            line = f"episode {episode}: return {total:.1f} ({length} steps)"
+            if args.video:
+                line += f", video {_write_video(frames, Path(args.video) / f'episode_{episode:03d}.mp4')}"
+            print(line)
+        env.close()
+    finally:
+        algorithm.stop()
+    r = np.asarray(returns)
+    print(f"[evaluate] mean return {r.mean():.1f} +- {r.std():.1f} (std) over {len(r)} episodes; "
+          f"min {r.min():.1f}, max {r.max():.1f}")
+    return 0
+
+
+def _write_video(frames, path: Path, fps: int = 30) -> Path:
+    import cv2
+
+    height, width = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+    for frame in frames:
+        writer.write(cv2.cvtColor(frame.astype("uint8"), cv2.COLOR_RGB2BGR))
+    writer.release()
+    return path
+
+
+_ALGO_NAMES = {"KappaPIDQN": "kappa-pi-dqn", "KappaVIDQN": "kappa-vi-dqn", "KappaPITRPO": "kappa-pi-trpo",
+               "KappaVITRPO": "kappa-vi-trpo", "TRPO": "trpo"}
+
+
+def _stop_reached(result: dict, stop: dict) -> bool:
+    """A Tune-style stop dict ({"training_iteration": 20, "env_runners/episode_return_mean": 450, ...})."""
+    for key, limit in stop.items():
+        value = result
+        for part in key.split("/"):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and (value is True if limit is True else value >= limit):
+            return True
+    return False
+
+
+def train_file_main(args) -> int:
+    """`kappa-rllib train file CONFIG.py`: RLlib's former `rllib train file`."""
+    from kappa_rllib import experiments
+
+    if len(args.target) != 2 or args.target[0] != "file":
+        raise UsageError(f"unexpected arguments {' '.join(args.target)!r}; did you mean `train file CONFIG.py`?")
+    path = Path(args.target[1])
+    try:
+        if not path.is_file():
+            raise ValueError(f"config file {str(path)!r} does not exist or is not a file")
+        module = experiments.load_module(path)
+        config = getattr(module, "config", None)
+        if config is None or not hasattr(config, "algo_class"):
+            raise ValueError(f"{path}: defines no `config` (an RLlib AlgorithmConfig)")
+        stop = dict(getattr(module, "stop", None) or {"done": True})
+        axes = experiments.Grid(path.stem, config, stop).axes()
+        if axes:
+            raise ValueError(f"{path}: config has grid axes {sorted(axes)}; run grids with `kappa-rllib tune {path}`")
+        config.validate()
+        algo = _ALGO_NAMES.get(config.algo_class.__name__)
+        if algo is None:
+            raise ValueError(f"{path}: {config.algo_class.__name__} is not one of this package's algorithms")
+        if algo == "trpo" and config.lambda_ < 1.0:
+            algo = "gae"
+        _check_output("--output", args.output)
+        _check_address(args.address)
+    except (ValueError, TypeError, OSError) as e:
+        raise UsageError(_one_line(e)) from None
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
+    _init_ray(args)
+    env = str(config.env).removeprefix("kappa_rllib:")
+    naming = argparse.Namespace(env=env, seed=config.seed or 0, lambda_=getattr(config, "lambda_", 1.0))
+    out_dir = _run_dir(args.output, algo, naming, config)
+    print(f"[{algo}] {path}: env {env}, T {config.total_env_steps} env steps, stop {stop}")
+    print(f"[{algo}] writing to {out_dir.resolve()}")
+    summary = run_one(algo, config, out_dir, int(config.total_env_steps), stop=stop,
+                      checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints)
+    return _finish_message(algo, summary, out_dir.resolve())
+
+
 def _finish_message(algo: str, summary: dict, out_dir: Path) -> int:
     if summary["interrupted"]:
         print(f"kappa-rllib: [{algo}] stopped by {summary['interrupted']} at {summary['env_steps']} env steps; "
@@ -599,8 +741,12 @@ def main(argv=None) -> int:
             return tune_main(args)
         if args.command == "report":
             return report_main(args)
+        if args.command == "evaluate":
+            return evaluate_main(args)
         if args.command == "train" and args.resume:
             return resume_main(args)
+        if args.command == "train" and args.target:
+            return train_file_main(args)
         if args.command == "train" and not args.algo:
             raise UsageError("--algo is required (or --resume RUN_DIR)")
         if not args.env:

@@ -100,3 +100,66 @@ def test_run_folders_never_collide(tmp_path):
     a, b = _run_dir(str(tmp_path), "kappa-pi-dqn", args, config), _run_dir(str(tmp_path), "kappa-pi-dqn", args, config)
     assert a != b and "_naive_g0.9_" in a.name
     assert json.load(open(a / "params.json"))["naive_schedule"] is True
+
+
+TRAIN_FILE = """
+from kappa_rllib import TRPOConfig
+config = (TRPOConfig().environment("InvertedPendulum-v5")
+          .training(train_batch_size=256, total_env_steps=256 * 40).debugging(seed=2))
+stop = {"training_iteration": 3}
+"""
+
+
+@pytest.mark.learning
+def test_train_file_then_evaluate_with_video(tmp_path):
+    """`train file` runs a config file to its stop rule; `evaluate` restores the run's checkpoint and
+    prints greedy per-episode raw returns (InvertedPendulum: +1 per step upright)."""
+    config_file = tmp_path / "pendulum.py"
+    config_file.write_text(TRAIN_FILE)
+    proc = subprocess.run(CLI + ["train", "file", str(config_file), "--output", str(tmp_path / "runs"),
+                                 "--num-cpus", "1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    rows = [json.loads(line) for line in open(run_dir / "result.json")]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]  # stop: training_iteration 3
+    assert run_dir.name.startswith("trpo_InvertedPendulum-v5_k1.0_g0.99_s2_")
+    proc = subprocess.run(CLI + ["evaluate", str(run_dir), "--episodes", "2", "--render", "rgb_array",
+                                 "--video", str(tmp_path / "videos"), "--num-cpus", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    episodes = [line for line in proc.stdout.splitlines() if line.startswith("episode ")]
+    assert len(episodes) == 2
+    for line in episodes:
+        ret, steps = float(line.split("return ")[1].split(" ")[0]), int(line.split("(")[1].split(" ")[0])
+        assert ret in (steps, steps - 1)  # v5 gives 0 on the step that falls
+    assert "[evaluate] mean return" in proc.stdout
+    videos = sorted((tmp_path / "videos").iterdir())
+    assert [v.name for v in videos] == ["episode_000.mp4", "episode_001.mp4"] and videos[0].stat().st_size > 1000
+
+
+@pytest.mark.learning
+def test_evaluate_a_kappa_dqn_run(tmp_path):
+    proc = subprocess.run(CLI + ["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--total-steps", "3000",
+                                 "--num-cpus", "1", "--output", str(tmp_path)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = list(tmp_path.iterdir())
+    checkpoint = sorted((run_dir / "checkpoints").iterdir())[-1]
+    proc = subprocess.run(CLI + ["evaluate", str(checkpoint), "--episodes", "3", "--num-cpus", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sum(line.startswith("episode ") for line in proc.stdout.splitlines()) == 3
+    proc = subprocess.run(CLI + ["evaluate", str(tmp_path / "nothing")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_train_file_refuses_grids_and_files_without_config(tmp_path):
+    grid = tmp_path / "grid.py"
+    grid.write_text("from ray import tune\nfrom kappa_rllib import KappaPIDQNConfig\n"
+                    "config = KappaPIDQNConfig().environment('CartPole-v1')\nconfig.kappa = tune.grid_search([0.5, 1.0])\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    for path, message in [(grid, "config has grid axes ['kappa']; run grids with `kappa-rllib tune"),
+                          (empty, "defines no `config`"), (tmp_path / "none.py", "does not exist")]:
+        proc = subprocess.run(CLI + ["train", "file", str(path)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
