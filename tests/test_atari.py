@@ -133,7 +133,8 @@ def test_learning_rewards_are_clipped_only_when_asked():
 
 def test_episodic_life_needs_an_env_that_reports_life_loss(ray_local):
     config = KappaPIDQNConfig().environment("CartPole-v1").training(
-        kappa=0.5, c_fa=0.5, total_env_steps=64, env_steps_per_iteration=64, episodic_life=True)
+        kappa=0.5, c_fa=0.5, total_env_steps=64, env_steps_per_iteration=64, episodic_life=True,
+        num_steps_sampled_before_learning_starts=16)
     algo = config.build_algo()
     with pytest.raises(ValueError, match="episodic_life=True needs an env whose step info has 'life_lost'"):
         algo.train()
