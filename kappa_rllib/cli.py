@@ -128,7 +128,9 @@ def build_parser():
                        help="continue a stopped `train` run from its newest complete checkpoint to its T "
                             "(the run's own settings; other options are ignored)")
     _add_run_arguments(train)
-    compare = sub.add_parser("compare", help="train several algorithms one after another, print a table")
+    compare = sub.add_parser(
+        "compare", help="train several algorithms one after another, print a table",
+        epilog="example: kappa-rllib compare --algos kappa-pi-dqn,dqn --env CartPole-v1 --total-steps 50000")
     compare.add_argument("--algos", default="kappa-pi-dqn,dqn",
                          help=f"comma-separated, from {', '.join(ALGORITHMS)}")
     _add_run_arguments(compare)
