@@ -10,9 +10,10 @@ Grids (T = 250,000 env steps per trial, 5 seeds, 2 games):
     kappa_pi_dqn        kappa {0.68, 0.84, 0.92} x game x seed   30 trials
     dqn                 kappa = 1 x game x seed                 10 trials
     naive_kappa_pi_dqn  N_kappa = T at kappa 0.84 x game x seed  10 trials
-Cost: 50 trials, 12.5M env steps. Measured on a 2-core laptop (torch CPU, 1 thread per trial):
-~450 env steps/s per trial once learning starts (~9.5 min per trial, the naive schedule ~1.5x
-that), so ~4.5 hours for the file with 2 trials at a time.
+Cost: 50 trials, 12.5M env steps. Measured throughput on a 2-core CPU machine (torch CPU, 1 thread
+per trial): ~450 env steps/s per trial once learning starts (~9.5 min per trial; the naive schedule
+samples one env step per kappa-iteration and is slower), so ~4.5 hours for the file with 2 trials at
+a time (estimated from that throughput; the whole file has not been run here yet).
 Paper (Atari, 10M steps): kappa-PI-DQN beats DQN on all six games at kappa_best (0.84 on 4 of
 them), and the naive schedule loses to kappa_best except on Enduro.
 
