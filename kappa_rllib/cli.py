@@ -253,11 +253,6 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(e).split())
 
 
-def total_steps_of(config, args) -> int:
-    """T in env steps: the kappa schedule's, or for TRPO / GAE the run length (paper: 2M)."""
-    return int(config.total_env_steps)
-
-
 def describe(algo: str, config, args) -> str:
     """The resolved schedule of one run, as printed before it starts (and by --dry-run)."""
     if hasattr(config, "kappa"):
@@ -269,7 +264,7 @@ def describe(algo: str, config, args) -> str:
             schedule += f"phi_fit {config.phi_fit}, "
     else:
         schedule = f"lambda {config.lambda_}, "
-    return f"env {args.env}, {schedule}gamma {config.gamma}, T {total_steps_of(config, args)} env steps"
+    return f"env {args.env}, {schedule}gamma {config.gamma}, T {config.total_env_steps} env steps"
 
 
 def _run_dir(parent: str, algo: str, args, config) -> Path:
@@ -780,7 +775,7 @@ def main(argv=None) -> int:
         out_dir = _run_dir(args.output, algo, args, config)
         print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         print(f"[{algo}] writing to {out_dir.resolve()}")
-        summary = run_one(algo, config, out_dir, total_steps_of(config, args), checkpoint_every=args.checkpoint_every,
+        summary = run_one(algo, config, out_dir, int(config.total_env_steps), checkpoint_every=args.checkpoint_every,
                           keep_checkpoints=args.keep_checkpoints)
         summaries.append(summary)
         code = _finish_message(algo, summary, out_dir.resolve())

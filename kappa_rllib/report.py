@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import warnings
@@ -69,7 +70,7 @@ class Run:
     env_steps: int
     done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
 
-    @property
+    @functools.cached_property
     def score(self) -> float:
         return final_score(self.episode_returns)
 
@@ -233,18 +234,23 @@ def main_gamma(runs: list[Run]) -> float:
     return max(sorted(counts), key=lambda g: (counts[g], g))
 
 
+def _by_env(runs: list[Run]):
+    """(env, its scored runs, its main gamma) for every env, in order."""
+    for env in sorted({r.env for r in runs}):
+        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
+        if env_runs:
+            yield env, env_runs, main_gamma(env_runs)
+
+
 def build_tables(runs: list[Run]) -> list[EnvTable]:
     """One EnvTable per (env, C_FA) among the runs at the main gamma."""
     tables = []
-    for env in sorted({r.env for r in runs}):
-        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
-        if not env_runs:
-            continue
-        gamma = main_gamma(env_runs)
+    for env, env_runs, gamma in _by_env(runs):
         env_runs = [r for r in env_runs if r.gamma == gamma]
         family = env_runs[0].family
         order = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
-        baseline = _dedupe_by_seed(sorted((r for r in env_runs if r.is_baseline), key=lambda r: order[r.variant]))
+        baseline = _dedupe_by_seed(sorted((r for r in env_runs if r.is_baseline),
+                                          key=lambda r: order.get(r.variant, len(order))))
         gae = _best_param_cell([r for r in env_runs if r.is_gae], lambda r: r.lambda_)
         c_fas = sorted({r.c_fa for r in env_runs if r.c_fa is not None}) or [None]
         for c_fa in c_fas:
@@ -471,11 +477,7 @@ def _normalised_aggregate(per_env: dict, tables: list[EnvTable]) -> dict:
 def write_lower_gamma(runs: list[Run], out: Path) -> Path | None:
     lines, any_other = ["# Other discounts (the paper's lower-gamma study)", "",
                         "| env | algorithm | gamma | kappa / lambda | score | n |", "|---|---|---|---|---|---|"], False
-    for env in sorted({r.env for r in runs}):
-        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
-        if not env_runs:
-            continue
-        gamma0 = main_gamma(env_runs)
+    for env, env_runs, gamma0 in _by_env(runs):
         if all(r.gamma == gamma0 for r in env_runs):
             continue
         any_other = True
@@ -519,12 +521,17 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
 
 
-def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
+def _pyplot():
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
+    plt = _pyplot()
     paths = []
     for t in tables:
         env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
@@ -563,17 +570,9 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
 
 
 def write_heatmaps(runs: list[Run], out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     paths = []
-    for env in sorted({r.env for r in runs}):
-        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
-        if not env_runs:
-            continue
-        gamma = main_gamma(env_runs)
+    for env, env_runs, gamma in _by_env(runs):
         for variant in _kappa_variants(env_runs):
             mine = [r for r in env_runs if r.variant == variant and not r.naive and r.gamma == gamma]
             c_fas = sorted({r.c_fa for r in mine})
