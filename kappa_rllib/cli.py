@@ -73,6 +73,18 @@ def _int_at_least(minimum: int, what: str):
 _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
+ADDRESS_HELP = (
+    "the Ray cluster to run on: auto (the cluster `ray start` runs on this machine), HOST:6379 (the head's GCS, "
+    "from inside the cluster) or ray://HOST:10001 (Ray Client, over grpcio, from outside it); default: "
+    "$RAY_ADDRESS if set (as in a `ray job submit` entrypoint), else an embedded local Ray")
+
+
+def _add_ray_options(parser) -> None:
+    """--address and --num-cpus, the same on every verb that runs Ray."""
+    parser.add_argument("--address", default=None, help=ADDRESS_HELP)
+    parser.add_argument("--num-cpus", type=_positive_int, default=None,
+                        help="CPUs for the embedded local Ray (default: all); ignored with a cluster address")
+
 
 def _family_defaults(key: str, fmt=str) -> str:
     return f"DQN family {fmt(defaults.DQN[key])}, TRPO family {fmt(defaults.TRPO[key])}"
@@ -101,9 +113,7 @@ def _add_run_arguments(p):
     p.add_argument("--gamma", type=_probability("gamma"), default=None)
     p.add_argument("--num-env-runners", type=_non_negative_int, default=0,
                    help="remote EnvRunners (0: sample in the driver)")
-    p.add_argument("--address", default=None, help="Ray cluster address (ray://host:10001 or host:6379); "
-                   "default: start an embedded local Ray")
-    p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
+    _add_ray_options(p)
     p.add_argument("--output", default="results", help="parent folder of the run folder")
     p.add_argument("--checkpoint-every", type=_non_negative_int, default=10,
                    help="write a checkpoint every N training iterations (atomically; 0: only at the end); default 10")
@@ -146,8 +156,7 @@ def build_parser():
     evaluate.add_argument("--seed", type=_non_negative_int, default=0, help="episode i resets with seed + i")
     evaluate.add_argument("--render", choices=["rgb_array"], default=None, help="render frames (for --video)")
     evaluate.add_argument("--video", default=None, help="write one MP4 per episode into this folder (needs --render)")
-    evaluate.add_argument("--address", default=None, help="Ray cluster address; default: an embedded local Ray")
-    evaluate.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
+    _add_ray_options(evaluate)
 
     tune_p = sub.add_parser(
         "tune", help="run an experiment file's grids with Ray Tune",
@@ -167,9 +176,7 @@ def build_parser():
                         help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
     tune_p.add_argument("--checkpoint-every", type=int, default=0,
                         help="also checkpoint every N training iterations (default 0: only at the end)")
-    tune_p.add_argument("--address", default=None, help="Ray cluster address (auto, host:6379 or ray://host:10001); "
-                        "default: an embedded local Ray")
-    tune_p.add_argument("--num-cpus", type=_positive_int, default=None, help="CPUs for the embedded local Ray")
+    _add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,
                         help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
@@ -442,19 +449,30 @@ def _update_run_meta(out_dir: Path, **fields) -> None:
     os.replace(tmp, path)
 
 
-def _check_address(address) -> None:
+def _resolve_address(args) -> None:
+    """No --address: $RAY_ADDRESS if set (a `ray job submit` entrypoint runs with it), else embedded Ray."""
+    args.address_option = "--address"
+    if getattr(args, "address", None) is None and os.environ.get("RAY_ADDRESS"):
+        args.address, args.address_option = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+
+
+def _check_address(args) -> None:
     """An unreachable cluster address is answered at once, not by Ray's endless retries."""
+    address, option = args.address, args.address_option
     if address in (None, "auto", "local"):
         return
+    if address.startswith(("http://", "https://")):
+        raise UsageError(f"{option} {address!r} is a dashboard (Jobs API) URL: `ray job submit` takes it (through "
+                         "RAY_API_SERVER_ADDRESS); training takes auto, HOST:PORT or ray://HOST:PORT")
     target = address.removeprefix("ray://")
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
-        raise UsageError(f"--address {address!r}: expected auto, HOST:PORT (e.g. 10.0.0.5:6379) or "
+        raise UsageError(f"{option} {address!r}: expected auto, HOST:PORT (e.g. 10.0.0.5:6379) or "
                          "ray://HOST:PORT (Ray Client, e.g. ray://10.0.0.5:10001)")
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as e:
-        raise UsageError(f"--address {address}: nothing answers at {host}:{port} ({e.strerror or e}; one TCP "
+        raise UsageError(f"{option} {address}: nothing answers at {host}:{port} ({e.strerror or e}; one TCP "
                          "connection tried, 5 s timeout); is the cluster up (`ray start --head`)?") from None
 
 
@@ -473,7 +491,9 @@ def _init_ray(args):
     import ray
 
     try:
-        if args.address:
+        if args.address and args.address.startswith("ray://"):
+            _connect_ray_client(ray, args.address)
+        elif args.address:
             ray.init(address=args.address, log_to_driver=False)
         else:
             # Ray's own processes start with SIGINT ignored, so Ctrl-C reaches only this driver,
@@ -484,7 +504,22 @@ def _init_ray(args):
             finally:
                 signal.signal(signal.SIGINT, previous)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as e:
-        raise UsageError(f"--address {args.address}: could not connect ({_one_line(e)})") from None
+        raise UsageError(f"{args.address_option} {args.address}: could not connect ({_one_line(e)})") from None
+
+
+def _connect_ray_client(ray, address: str, attempts: int = 3) -> None:
+    """Ray Client: the head's proxy starts one server process per client, and a first start right
+    after the cluster comes up sometimes fails ("Starting Ray client server failed"); try again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return
+        except ConnectionError as e:
+            if "Starting Ray client server failed" not in str(e) or attempt == attempts:
+                raise
+            ray.shutdown()
+            print(f"[ray] {address}: the cluster's Ray Client server failed to start; retrying "
+                  f"({attempt}/{attempts - 1})", file=sys.stderr)
 
 
 def _summary_table(summaries) -> str:
@@ -521,7 +556,7 @@ def tune_main(args) -> int:
         if args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
         _check_output("--storage", args.storage)
-        _check_address(args.address)
+        _check_address(args)
     except (ValueError, TypeError, OSError, UsageError) as e:
         return _error(_one_line(e))
     storage = Path(args.storage) / (Path(args.file).stem + ("_smoke" if args.smoke else ""))
@@ -608,7 +643,7 @@ def evaluate_main(args) -> int:
         checkpoint = checkpoints.latest(args.checkpoint)
         if args.video:
             _check_output("--video", args.video)
-        _check_address(args.address)
+        _check_address(args)
     except checkpoints.CheckpointError as e:
         raise UsageError(f"{args.checkpoint!r}: {_one_line(e)}") from None
     if args.render:
@@ -702,7 +737,7 @@ def train_file_main(args) -> int:
         if algo == "trpo" and config.lambda_ < 1.0:
             algo = "gae"
         _check_output("--output", args.output)
-        _check_address(args.address)
+        _check_address(args)
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(_one_line(e)) from None
     import torch
@@ -734,6 +769,7 @@ def main(argv=None) -> int:
     logging.getLogger("ray.rllib.algorithms.algorithm_config").setLevel(logging.ERROR)
     try:
         args = build_parser().parse_args(argv)
+        _resolve_address(args)
         if args.command == "tune":
             return tune_main(args)
         if args.command == "report":
@@ -754,7 +790,7 @@ def main(argv=None) -> int:
         configs = [(algo, *make_config(algo, args)) for algo in algos]  # all checked before Ray starts
         if not args.dry_run:
             _check_output("--output", args.output)
-            _check_address(args.address)
+            _check_address(args)
     except UsageError as e:
         return _error(e)
 

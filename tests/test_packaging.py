@@ -58,7 +58,7 @@ def test_both_images_pin_ray_run_as_ray_and_keep_rays_dependencies():
         assert f"ARG RAY_VERSION={pinned_ray_version()}" in text
         assert f"FROM rayproject/ray:${{RAY_VERSION}}-py311-{flavour}\n" in text
         assert text.index("\nARG RAY_VERSION\n") > text.index("FROM rayproject")  # declared again after FROM
-        assert "pip install --no-cache-dir -c /tmp/image-constraints.txt ." in text
+        assert 'pip install --no-cache-dir -c /tmp/image-constraints.txt ".[cluster]"' in text
         assert text.rstrip().splitlines()[-2:] == ["USER ray", 'CMD ["kappa-rllib", "--help"]']
         assert "COPY --chown=ray:users tune_configs ./tune_configs" in text
         assert f"kappa-rllib:{project_version()}-ray{pinned_ray_version()}-{flavour}" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ray
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
 
@@ -80,7 +81,10 @@ def _process_id(env_runner):
 
 
 def report_env_runner_health(algorithm, result: dict) -> None:
-    """Adds `env_runner_restarts` and `healthy_env_runners` to a result.
+    """Adds `node_id`, `env_runner_restarts` and `healthy_env_runners` to a result.
+
+    `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
+    nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart.
 
     A killed remote EnvRunner is often restarted by Ray itself (actor restarts) before RLlib's
     health probe notices, so restarts are counted here as changes of a runner's process id.
@@ -96,5 +100,6 @@ def report_env_runner_health(algorithm, result: dict) -> None:
                 restarts += 1
             seen[index] = pid
     algorithm._env_runner_restarts = restarts
+    result["node_id"] = ray.get_runtime_context().get_node_id()
     result["env_runner_restarts"] = restarts
     result["healthy_env_runners"] = healthy
