@@ -168,10 +168,13 @@ def build_parser():
     tune_p.add_argument("file", help="a Python file defining experiments(smoke) (or config and stop)")
     tune_p.add_argument("--smoke", action="store_true", help="the file's ~1 minute version (2 kappa x 2 seeds, tiny T)")
     tune_p.add_argument("--storage", default="results/tune",
-                        help="parent folder; results go to STORAGE/<file name>[_smoke]/<grid>/ (default: results/tune)")
+                        help="parent folder, or a bucket URI (s3://BUCKET/PATH, gs://...); results go to "
+                             "STORAGE/<file name>[_smoke]/<grid>/. On a cluster it must be shared: an NFS mount at "
+                             "the same path on every node, or a bucket (default: results/tune)")
     tune_p.add_argument("--resume", action="store_true",
                         help="continue a stopped run in the same --storage: unfinished and errored trials go on "
-                             "from their last checkpoint, finished ones are kept")
+                             "from their last checkpoint, finished ones are kept; a grid with nothing stored yet "
+                             "starts afresh (so a retried cluster job can always pass --resume)")
     tune_p.add_argument("--max-concurrent", type=_positive_int, default=None,
                         help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
     tune_p.add_argument("--checkpoint-every", type=int, default=0,
@@ -188,8 +191,11 @@ def build_parser():
                     "Table 1/2 columns with 95%% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
                     "curves_*.png, heatmap_*.png and scores.csv.",
         epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")
-    report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results)")
-    report_p.add_argument("--out", default=None, help="output folder (default: FOLDER/report)")
+    report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results), "
+                          "or its bucket URI (s3://BUCKET/PATH/<file name>: the result files are mirrored to "
+                          "OUT/results, checkpoints are not read)")
+    report_p.add_argument("--out", default=None, help="output folder (default: FOLDER/report; for a URI "
+                          "./<name>_report)")
     report_p.add_argument("--include-unfinished", action="store_true",
                           help="also score trials that have not reached their T (running, stopped or failed)")
     report_p.add_argument("--bootstrap-reps", type=_positive_int, default=2000,
@@ -541,6 +547,7 @@ def _error(message) -> int:
 def tune_main(args) -> int:
     """`kappa-rllib tune FILE`: every grid of the file, validated before Ray starts."""
     from kappa_rllib import experiments
+    from kappa_rllib import storage as stores
 
     try:
         grids = experiments.load_file(args.file, smoke=args.smoke)
@@ -555,13 +562,16 @@ def tune_main(args) -> int:
             grid.validate()
         if args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
-        _check_output("--storage", args.storage)
+        if stores.is_uri(args.storage):
+            stores.check_uri("--storage", args.storage)
+        else:
+            _check_output("--storage", args.storage)
         _check_address(args)
     except (ValueError, TypeError, OSError, UsageError) as e:
         return _error(_one_line(e))
-    storage = Path(args.storage) / (Path(args.file).stem + ("_smoke" if args.smoke else ""))
+    storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))
     total = sum(g.num_trials() for g in grids)
-    print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage.resolve()}")
+    print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage}")
     for grid in grids:
         axes = ", ".join(f"{k} {v}" for k, v in grid.axes().items())
         print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
@@ -578,7 +588,7 @@ def tune_main(args) -> int:
     except ValueError as e:
         return _error(_one_line(e))
     errors = sum(1 for rg in results.values() for r in rg if r.error)
-    print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage.resolve()}")
+    print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
     if args.report:
         return report_main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
                                               include_unfinished=False))

@@ -126,22 +126,25 @@ def reregister_envs(grids) -> None:
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, verbose: int = 1) -> dict:
-    """Runs (or with `resume`, continues) every grid under `storage`/<grid name>; returns
+    """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
+    URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
     {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
     `checkpoint_every` iterations (0: only at the end); the last two are kept."""
     from ray import tune
 
+    from kappa_rllib import storage as stores
+
     reregister_envs(grids)
-    storage = str(Path(storage).resolve())
+    storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
     results = {}
     for grid in grids:
-        path = Path(storage) / grid.name
-        if resume and tune.Tuner.can_restore(str(path)):
-            tuner = tune.Tuner.restore(str(path), trainable=grid.trainable, param_space=grid.config,
+        path = stores.join(storage, grid.name)
+        if resume and tune.Tuner.can_restore(path):
+            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                        resume_unfinished=True,
                                        resume_errored=True, restart_errored=False)
         else:
-            if path.exists() and any(path.iterdir()):
+            if stores.holds_files(path):
                 raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
                                  "continue it, or choose another --storage")
             tuner = tune.Tuner(

@@ -621,7 +621,13 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False) -
     """Writes every output for the Tune results under `root` into `out` (default: root/report);
     returns the paths written. Trials that have not reported `done` (still running, stopped or
     failed) are left out of everything but scores.csv unless `include_unfinished`.
-    Raises ValueError if `root` holds no trial results."""
+    Raises ValueError if `root` holds no trial results. A bucket URI `root` (s3://...) is read
+    through a local mirror of its result files, `out`/results (`out` default: ./<name>_report)."""
+    from kappa_rllib import storage
+
+    if storage.is_uri(root):
+        out = Path(out) if out else Path(str(root).rstrip("/").rsplit("/", 1)[-1] + "_report")
+        root = storage.mirror_results(str(root), out / "results")
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"experiment folder {str(root)!r} does not exist")

@@ -167,3 +167,32 @@ def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp
         assert rows[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 1_000  # its T
     for name, rows in done_before.items():
         assert after[name] == rows  # finished trials were not run again
+
+
+@pytest.mark.learning
+def test_a_bucket_uri_storage_runs_refuses_overwrite_resumes_and_reports(tmp_path):
+    """--storage as a URI (file://, the same pyarrow code path as s3://): Tune writes through it,
+    a second run without --resume is refused, --resume has nothing left to do, and `report URI`
+    mirrors only the result files."""
+    uri = f"file://{tmp_path}/bucket/kappa"
+    grid = "tune_configs/small/cluster_check.py"
+    out = run_tune(grid, "--storage", uri, "--num-cpus", "2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"results in {uri}/cluster_check" in out.stdout
+    folder = tmp_path / "bucket" / "kappa" / "cluster_check" / "kappa_pi_dqn"
+    before = _trial_results(folder)
+    assert len(before) == 4 and all(rows[-1]["done"] for rows in before.values())
+
+    again = run_tune(grid, "--storage", uri, "--num-cpus", "2")
+    assert again.returncode == 2 and "already holds a run of grid 'kappa_pi_dqn'" in again.stderr
+    resumed = run_tune(grid, "--storage", uri, "--num-cpus", "2", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _trial_results(folder) == before  # nothing re-run
+
+    report_dir = tmp_path / "report"
+    rep = subprocess.run([*CLI, "report", f"{uri}/cluster_check", "--out", str(report_dir), "--bootstrap-reps", "50"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    mirrored = sorted(p.name for p in (report_dir / "results").rglob("*") if p.is_file())
+    assert mirrored == ["params.json"] * 4 + ["result.json"] * 4  # no checkpoints copied
+    assert "| CartPole-v1 | kappa-pi | 0.2 | 0.84 |" in (report_dir / "table.md").read_text()

@@ -67,6 +67,7 @@ BAD_CLI = [
     (DQN + ["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: nothing answers at 127.0.0.1:1"),
     (DQN + ["--address", "ray://127.0.0.1:1"], "--address ray://127.0.0.1:1: nothing answers at 127.0.0.1:1"),
     (DQN + ["--address", "not-an-address"], "--address 'not-an-address': expected auto, HOST:PORT"),
+    (DQN + ["--address", "http://127.0.0.1:8265"], "--address 'http://127.0.0.1:8265' is a dashboard (Jobs API) URL"),
     (["train", "--env", "CartPole-v1"], "--algo is required (or --resume RUN_DIR)"),
     (["train", "--algo", "dqn"], "--env is required"),
     (["train", "--resume", "{tmp}/out"], "not a `kappa-rllib train` run folder (no run.json)"),
@@ -74,6 +75,8 @@ BAD_CLI = [
     (["tune", "tune_configs/small/cartpole_dqn.py", "--storage", "{tmp}/a_file"], "--storage '{tmp}/a_file'"),
     (["tune", "tune_configs/small/cartpole_dqn.py", "--grids", "nope"], "--grids: tune_configs/small/cartpole_dqn.py "
                                                                           "has no grid(s) ['nope']"),
+    (["tune", "tune_configs/small/cluster_check.py", "--storage", "ftp://host/x"],
+     "--storage 'ftp://host/x': expected a folder or a bucket URI such as s3://BUCKET/PATH"),
     (["report", "{tmp}/missing"], "experiment folder '{tmp}/missing' does not exist"),
 ]
 
@@ -101,6 +104,13 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(files, args
     import ray
 
     assert not ray.is_initialized()
+
+
+def test_ray_address_from_the_environment_is_checked_and_named(files, monkeypatch, capsys):
+    """Without --address, RAY_ADDRESS (set in `ray job submit` entrypoints) picks the cluster."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    assert main(DQN + ["--output", str(files / "out")]) == 2
+    assert "kappa-rllib: error: RAY_ADDRESS 127.0.0.1:1: nothing answers at 127.0.0.1:1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("config, message", [
