@@ -564,6 +564,10 @@ def tune_main(args) -> int:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
         if stores.is_uri(args.storage):
             stores.check_uri("--storage", args.storage)
+        elif (args.address or "").startswith("ray://"):  # Tune's driver runs on the cluster's head
+            if not Path(args.storage).is_absolute():
+                raise ValueError(f"--storage {args.storage!r}: with Ray Client give an absolute path on the "
+                                 "cluster (its shared volume, e.g. /mnt/results) or a bucket URI")
         else:
             _check_output("--storage", args.storage)
         _check_address(args)
