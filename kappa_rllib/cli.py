@@ -73,6 +73,16 @@ def _int_at_least(minimum: int, what: str):
 _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
+
+def _gpu_share(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs >= 0, got {text!r}") from None
+    if not value >= 0 or (value > 1 and not value.is_integer()):
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs: a share in [0, 1] or a whole number, got {text!r}")
+    return value
+
 ADDRESS_HELP = (
     "the Ray cluster to run on: auto (the cluster `ray start` runs on this machine), HOST:6379 (the head's GCS, "
     "from inside the cluster) or ray://HOST:10001 (Ray Client, over grpcio, from outside it); default: "
@@ -184,6 +194,9 @@ def build_parser():
                         help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
     tune_p.add_argument("--torch-threads", type=_positive_int, default=1, help="torch threads per trial")
+    tune_p.add_argument("--gpus-per-trial", type=_gpu_share, default=0.0,
+                        help="GPUs for each trial's learner (RLlib's num_gpus_per_learner; a share such as 0.25 "
+                             "packs 4 trials on a GPU); Ray places such trials on GPU nodes (cluster/). Default 0")
 
     report_p = sub.add_parser(
         "report", help="tables (md/csv/tex), IQM, curves and heat-maps from Tune results",
@@ -455,6 +468,17 @@ def _update_run_meta(out_dir: Path, **fields) -> None:
     os.replace(tmp, path)
 
 
+def _check_local_gpus(args) -> None:
+    """An embedded Ray only has this machine's GPUs: asking for more would leave every trial pending."""
+    if args.address:
+        return  # a cluster's GPU nodes may not be up yet (the autoscaler starts them on demand)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--gpus-per-trial {args.gpus_per_trial:g}: this machine has no CUDA GPU; run on a "
+                         "cluster with GPU nodes (--address, cluster/README.md)")
+
+
 def _resolve_address(args) -> None:
     """No --address: $RAY_ADDRESS if set (a `ray job submit` entrypoint runs with it), else embedded Ray."""
     args.address_option = "--address"
@@ -562,6 +586,9 @@ def tune_main(args) -> int:
             grid.validate()
         if args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+        if args.gpus_per_trial:
+            _check_local_gpus(args)
+            experiments.request_gpus(grids, args.gpus_per_trial)
         if stores.is_uri(args.storage):
             stores.check_uri("--storage", args.storage)
         elif (args.address or "").startswith("ray://"):  # Tune's driver runs on the cluster's head

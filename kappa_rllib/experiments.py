@@ -166,6 +166,13 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     return results
 
 
+def request_gpus(grids, gpus_per_trial: float) -> None:
+    """Each trial's learner (the local one, num_learners = 0) on `gpus_per_trial` GPUs: RLlib then asks
+    Ray for them in the trial's main bundle, so Ray (and an autoscaler) places the trial on a GPU node."""
+    for grid in grids:
+        grid.config.learners(num_gpus_per_learner=gpus_per_trial)
+
+
 # ----------------------------------------------------------------------------------- building grids
 def seeds(n: int, first: int = 0):
     """A seed axis: seeds first .. first + n - 1 (the paper used 10 per cell)."""

@@ -170,3 +170,4 @@ def test_the_same_grid_through_ray_client(cluster, tmp_path):
                       "--address", f"ray://127.0.0.1:{cluster.client_port}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     check_grid(storage / "cluster_check" / "kappa_pi_dqn", cluster.node_ids())
+

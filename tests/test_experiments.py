@@ -196,3 +196,18 @@ def test_a_bucket_uri_storage_runs_refuses_overwrite_resumes_and_reports(tmp_pat
     mirrored = sorted(p.name for p in (report_dir / "results").rglob("*") if p.is_file())
     assert mirrored == ["params.json"] * 4 + ["result.json"] * 4  # no checkpoints copied
     assert "| CartPole-v1 | kappa-pi | 0.2 | 0.84 |" in (report_dir / "table.md").read_text()
+
+
+@pytest.mark.parametrize("path", ["small/mujoco_trpo.py", "small/cluster_check.py"])
+def test_gpus_per_trial_puts_the_gpu_in_every_trials_resource_request(path):
+    """`tune --gpus-per-trial`: each trial's placement-group bundle (what Ray and the autoscaler
+    place, e.g. on cluster/aws.yaml's gpu_learners) asks for the GPU share beside its CPU."""
+    grids = experiments.load_file(str(ROOT / "tune_configs" / path), smoke=True)
+    experiments.request_gpus(grids, 0.25)
+    for grid in grids:
+        base = grid.config.to_dict()
+        for variant in grid.variants():
+            trial = grid.trainable.get_default_config().update_from_dict({**base, **variant})
+            request = grid.trainable.default_resource_request(trial)
+            assert request.bundles[0] == {"CPU": 1, "GPU": 0.25}, (grid.name, request.bundles)
+            assert request.required_resources["GPU"] == 0.25

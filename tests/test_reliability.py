@@ -77,6 +77,8 @@ BAD_CLI = [
                                                                           "has no grid(s) ['nope']"),
     (["tune", "tune_configs/small/cluster_check.py", "--storage", "ftp://host/x"],
      "--storage 'ftp://host/x': expected a folder or a bucket URI such as s3://BUCKET/PATH"),
+    (["tune", "tune_configs/small/cluster_check.py", "--gpus-per-trial", "1.5"],
+     "argument --gpus-per-trial: expected a number of GPUs: a share in [0, 1] or a whole number, got '1.5'"),
     (["report", "{tmp}/missing"], "experiment folder '{tmp}/missing' does not exist"),
 ]
 
@@ -104,6 +106,17 @@ def test_bad_input_is_one_line_exit_2_before_ray_and_touches_nothing(files, args
     import ray
 
     assert not ray.is_initialized()
+
+
+def test_gpus_per_trial_without_a_gpu_or_a_cluster_is_refused(files, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    grid = Path(__file__).resolve().parents[1] / "tune_configs" / "small" / "cluster_check.py"
+    args = ["tune", str(grid), "--storage", str(files / "out"), "--gpus-per-trial", "1"]
+    assert main(args) == 2
+    assert "error: --gpus-per-trial 1: this machine has no CUDA GPU; run on a cluster" in capsys.readouterr().err
 
 
 def test_ray_address_from_the_environment_is_checked_and_named(files, monkeypatch, capsys):

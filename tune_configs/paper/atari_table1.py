@@ -12,12 +12,14 @@ Grids (10 seeds each, the paper's n):
     naive_kappa_pi_dqn  game x kappa {0.68, 0.84, 0.98} x seed (N_kappa = T)   180 trials
 Cost: 960 trials x 10M = 9.6e9 env steps. Atari DQN runs at ~40 env steps/s on a 2-core CPU
 (benchmarks/throughput.py), so this is a GPU-cluster job: run it with `--address` on a cluster
-(cluster/README.md); one trial per GPU-equipped worker.
+(cluster/README.md), learners on GPUs: `--gpus-per-trial 0.25` packs four trials per GPU (not yet
+measured on a GPU here: the runs on this project's machines are CPU-only).
 Paper (Table 1): e.g. Breakout kappa-PI 223 +- 7 at kappa 0.84, kappa-VI 181 +- 7 at 0.68, DQN
 134 +- 4, naive 170 +- 2 at 0.68; all cells are in kappa_rllib/data/paper_tables.csv and appear
 beside the reproduced ones in `kappa-rllib report`'s table.md.
 
-    kappa-rllib tune tune_configs/paper/atari_table1.py --address auto --storage s3://bucket/kappa
+    ray job submit -- kappa-rllib tune /opt/kappa-rllib/tune_configs/paper/atari_table1.py \
+        --storage s3://BUCKET/kappa --gpus-per-trial 0.25 --resume
     kappa-rllib tune tune_configs/paper/atari_table1.py --smoke     # one game, 2 kappa x 2 seeds, 1k steps
 """
 

@@ -61,7 +61,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         training_data.solve_refs()
         module_id, k, size = fused_update["module_id"], fused_update["num_updates"], fused_update["minibatch_size"]
         columns = training_data.batch.policy_batches[module_id]
-        tensors = {c: torch.as_tensor(np.asarray(columns[c]))
+        tensors = {c: torch.as_tensor(np.asarray(columns[c]), device=self._device)  # the learner's CPU or GPU
                    for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS)}
         config = self.config.get_config_for_module(module_id)
         module = self.module[module_id].unwrapped()

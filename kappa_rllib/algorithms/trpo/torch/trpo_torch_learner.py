@@ -87,13 +87,17 @@ class TRPOTorchLearner(TorchLearner):
         """Modules whose value function `advantages_and_targets` reads."""
         return [DEFAULT_MODULE_ID]
 
+    def _tensor(self, array, dtype=None) -> torch.Tensor:
+        """A numpy array on this learner's device (CPU, or its GPU with `num_gpus_per_learner`)."""
+        return torch.as_tensor(array, dtype=dtype, device=self._device)
+
     @torch.no_grad()
     def chunk_values(self, chunks) -> list[dict]:
         """V(s_0..s_n) of each chunk, for every module in `value_module_ids()`, in one pass each."""
-        all_obs = torch.as_tensor(np.concatenate([c[Columns.OBS] for c in chunks]))
+        all_obs = self._tensor(np.concatenate([c[Columns.OBS] for c in chunks]))
         bounds = np.cumsum([0] + [len(c[Columns.OBS]) for c in chunks])
         per_module = {
-            mid: self.module[mid].unwrapped().compute_values({Columns.OBS: all_obs}).numpy().astype(np.float64)
+            mid: self.module[mid].unwrapped().compute_values({Columns.OBS: all_obs}).cpu().numpy().astype(np.float64)
             for mid in dict.fromkeys(self.value_module_ids())
         }
         return [{mid: v[bounds[i] : bounds[i + 1]] for mid, v in per_module.items()} for i in range(len(chunks))]
@@ -115,11 +119,11 @@ class TRPOTorchLearner(TorchLearner):
         """The flat batch: obs, actions and the concatenated `advantages_and_targets` arrays."""
         per_chunk = [self.advantages_and_targets(c, v) for c, v in zip(chunks, self.chunk_values(chunks))]
         data = {
-            Columns.OBS: torch.as_tensor(np.concatenate([c[Columns.OBS][:-1] for c in chunks])),
-            Columns.ACTIONS: torch.as_tensor(np.concatenate([c[Columns.ACTIONS] for c in chunks])),
+            Columns.OBS: self._tensor(np.concatenate([c[Columns.OBS][:-1] for c in chunks])),
+            Columns.ACTIONS: self._tensor(np.concatenate([c[Columns.ACTIONS] for c in chunks])),
         }
         for key in per_chunk[0]:
-            data[key] = torch.as_tensor(np.concatenate([p[key] for p in per_chunk]), dtype=torch.float32)
+            data[key] = self._tensor(np.concatenate([p[key] for p in per_chunk]), dtype=torch.float32)
         return data
 
     # ----- the natural-gradient policy step
@@ -190,7 +194,7 @@ class TRPOTorchLearner(TorchLearner):
         optimizer = self.get_optimizer(module_id, VALUE_OPTIMIZER)
         losses = []
         for _ in range(cfg.vf_epochs):
-            perm = torch.as_tensor(self._rng.permutation(len(obs)))
+            perm = self._tensor(self._rng.permutation(len(obs)))
             losses = []
             for start in range(0, len(obs), cfg.vf_minibatch_size):
                 idx = perm[start : start + cfg.vf_minibatch_size]
