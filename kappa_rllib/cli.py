@@ -134,7 +134,11 @@ def _add_run_arguments(p):
 
 
 def build_parser():
-    parser = _Parser(prog="kappa-rllib", description="Multi-step greedy RL on Ray RLlib")
+    parser = _Parser(
+        prog="kappa-rllib", description="Multi-step greedy RL on Ray RLlib. `kappa-rllib VERB --help` for each verb.",
+        epilog="examples: kappa-rllib tune tune_configs/small/cartpole_dqn.py --report | "
+               "ray job submit -- kappa-rllib tune /opt/kappa-rllib/tune_configs/paper/mujoco_table2.py "
+               "--storage s3://BUCKET/kappa --resume (on a cluster, cluster/README.md)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser(
         "train", help="train one algorithm (or `train file CONFIG.py`, as RLlib's former `rllib train file`)",

@@ -163,3 +163,18 @@ def test_train_file_refuses_grids_and_files_without_config(tmp_path):
                           (empty, "defines no `config`"), (tmp_path / "none.py", "does not exist")]:
         proc = subprocess.run(CLI + ["train", "file", str(path)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("verb", [None, "train", "compare", "evaluate", "tune", "report"])
+def test_every_help_ends_with_an_example_and_ray_verbs_take_an_address(verb, capsys):
+    from kappa_rllib.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"] if verb else ["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    last_paragraph = text.strip().split("\n\n")[-1]
+    assert last_paragraph.startswith(("example: kappa-rllib ", "examples: kappa-rllib ")), last_paragraph
+    if verb in ("train", "compare", "evaluate", "tune"):  # the verbs that run Ray
+        flat = " ".join(text.split())
+        assert "--address ADDRESS" in flat and "ray://HOST:10001 (Ray Client" in flat and "$RAY_ADDRESS" in flat
