@@ -2,6 +2,7 @@
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,17 +139,27 @@ def test_train_file_then_evaluate_with_video(tmp_path):
 
 
 @pytest.mark.learning
-def test_evaluate_a_kappa_dqn_run(tmp_path):
-    proc = subprocess.run(CLI + ["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--total-steps", "3000",
-                                 "--num-cpus", "1", "--output", str(tmp_path)], capture_output=True, text=True,
-                          timeout=600)
+@pytest.mark.parametrize("train_args", [
+    ["--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--total-steps", "3000"],
+    ["--algo", "kappa-vi-trpo", "--env", "InvertedPendulum-v5", "--kappa", "0.98", "--c-fa", "0.5",
+     "--total-steps", "4096"],  # N_kappa = 2 kappa-iterations of 2 batches
+], ids=["kappa-pi-dqn", "kappa-vi-trpo"])
+def test_evaluate_a_kappa_run(tmp_path, train_args):
+    proc = subprocess.run(CLI + ["train", *train_args, "--num-cpus", "1", "--output", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = list(tmp_path.iterdir())
     checkpoint = sorted((run_dir / "checkpoints").iterdir())[-1]
     proc = subprocess.run(CLI + ["evaluate", str(checkpoint), "--episodes", "3", "--num-cpus", "1"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sum(line.startswith("episode ") for line in proc.stdout.splitlines()) == 3
+    episodes = [re.fullmatch(r"episode \d: return ([\d.]+) \((\d+) steps\)", line)
+                for line in proc.stdout.splitlines() if line.startswith("episode ")]
+    returns = [float(m.group(1)) for m in episodes]
+    # +1 a step (InvertedPendulum-v5 pays 0 on the terminating step)
+    assert len(returns) == 3 and all(int(m.group(2)) - 1 <= float(m.group(1)) <= int(m.group(2)) for m in episodes)
+    mean_line = next(line for line in proc.stdout.splitlines() if line.startswith("[evaluate] mean return"))
+    assert f"{sum(returns) / 3:.1f}" in mean_line
     proc = subprocess.run(CLI + ["evaluate", str(tmp_path / "nothing")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
 
