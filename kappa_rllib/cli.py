@@ -83,6 +83,7 @@ def _gpu_share(text):
         raise argparse.ArgumentTypeError(f"expected a number of GPUs: a share in [0, 1] or a whole number, got {text!r}")
     return value
 
+
 ADDRESS_HELP = (
     "the Ray cluster to run on: auto (the cluster `ray start` runs on this machine), HOST:6379 (the head's GCS, "
     "from inside the cluster) or ray://HOST:10001 (Ray Client, over grpcio, from outside it); default: "
