@@ -92,6 +92,14 @@ class LocalCluster:
         return subprocess.run([str(a) for a in args], env=env or self.env, capture_output=True, text=True,
                               timeout=timeout)
 
+    def wait_idle(self, timeout: float = 90) -> None:
+        """No CPU in use: the previous test's actors are gone, so the next grid can use both nodes."""
+        def idle() -> bool:
+            out = self.run("ray", "status", f"--address=127.0.0.1:{self.gcs}", timeout=60).stdout
+            usage = re.search(r"([\d.]+)/([\d.]+) CPU", out)
+            return usage is not None and float(usage.group(1)) == 0
+        self._wait(idle, "an idle cluster", timeout)
+
     def node_ids(self) -> set[str]:
         out = self.run("ray", "status", f"--address=127.0.0.1:{self.gcs}", timeout=60).stdout
         active = out.split("Active:")[-1].split("Pending:")[0] if "Active:" in out else ""
@@ -143,6 +151,7 @@ def check_grid(grid_dir: Path, node_ids: set[str]) -> None:
 
 
 def test_ray_job_submit_runs_the_grid_on_both_nodes(cluster, tmp_path):
+    cluster.wait_idle()
     node_ids = cluster.node_ids()
     assert len(node_ids) == 2
     storage = tmp_path / "results"
@@ -165,9 +174,26 @@ def test_the_jobs_api_refuses_a_client_without_the_token(cluster):
 
 
 def test_the_same_grid_through_ray_client(cluster, tmp_path):
+    cluster.wait_idle()
     storage = tmp_path / "results"
     run = cluster.run("kappa-rllib", "tune", GRID, "--storage", storage,
                       "--address", f"ray://127.0.0.1:{cluster.client_port}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     check_grid(storage / "cluster_check" / "kappa_pi_dqn", cluster.node_ids())
 
+
+
+def test_ray_job_submit_runs_a_train_with_a_remote_env_runner(cluster, tmp_path):
+    """`ray job submit -- kappa-rllib train ...`: the entrypoint finds the cluster through RAY_ADDRESS
+    (no --address) and its EnvRunner actor runs on the cluster; the run folder says finished."""
+    cluster.wait_idle()
+    job = cluster.run("ray", "job", "submit", f"--address={cluster.dashboard}", "--submission-id=kappa-train",
+                      "--", "kappa-rllib", "train", "--algo", "kappa-vi-dqn", "--env", "CartPole-v1",
+                      "--kappa", "0.9", "--c-fa", "0.3", "--total-steps", "2000", "--num-env-runners", "1",
+                      "--output", tmp_path)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    (run_dir,) = tmp_path.iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["finished"] is True and meta["total_env_steps"] == 2000
+    last = json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
+    assert last["done"] and last["healthy_env_runners"] == 1 and last["node_id"] in cluster.node_ids()
