@@ -138,6 +138,53 @@ def test_kuberay_manifest_has_the_required_fields_and_the_pinned_ray(name):
             assert 0 <= group["minReplicas"] <= group["replicas"] <= group["maxReplicas"], group_name
 
 
+KUBERAY_SCHEMA_VERSION = "v1.5.1"  # the oldest KubeRay with authOptions (tests/data/kuberay/README.md)
+
+
+def _strict(schema):
+    """Unknown fields become errors (the API server would drop them silently: a typo would go unnoticed)."""
+    if isinstance(schema, dict):
+        if (schema.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema
+                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+            schema["additionalProperties"] = False
+        for key, value in schema.items():
+            for child in (value.values() if key == "properties" else [value]):
+                if isinstance(child, (dict, list)):
+                    _strict(child)
+    elif isinstance(schema, list):
+        for child in schema:
+            _strict(child)
+    return schema
+
+
+def kuberay_validator(kind: str):
+    import gzip
+    import json
+
+    path = ROOT / "tests" / "data" / "kuberay" / f"{kind.lower()}-{KUBERAY_SCHEMA_VERSION}.schema.json.gz"
+    return jsonschema.Draft7Validator(_strict(json.loads(gzip.decompress(path.read_bytes()))))
+
+
+@pytest.mark.parametrize("name", KUBERAY_FILES)
+def test_kuberay_manifest_matches_kuberays_own_crd_schema(name):
+    manifest = load(CLUSTER / "kuberay" / name)
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message[:200]}"
+              for e in kuberay_validator(manifest["kind"]).iter_errors(manifest)]
+    assert not errors, errors
+
+
+def test_kuberay_schema_check_catches_typos_and_bad_values():
+    manifest = load(CLUSTER / "kuberay" / "rayjob-mujoco-table2.yaml")
+    manifest["spec"]["backofLimit"] = 2
+    manifest["spec"]["rayClusterSpec"]["authOptions"]["mode"] = "tokens"
+    manifest["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["minReplica"] = 0
+    messages = sorted(e.message for e in kuberay_validator("RayJob").iter_errors(manifest))
+    assert len(messages) == 3
+    assert any("'backofLimit' was unexpected" in m for m in messages)
+    assert any("'minReplica' was unexpected" in m for m in messages)
+    assert any("'tokens' is not one of ['disabled', 'token']" in m for m in messages)
+
+
 def test_kuberay_cluster_autoscales_cpu_workers_and_offers_gpu_learners():
     spec = load(CLUSTER / "kuberay" / "ray-cluster.yaml")["spec"]
     assert spec["enableInTreeAutoscaling"] is True
