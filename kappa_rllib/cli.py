@@ -522,6 +522,14 @@ def _check_output(option: str, folder) -> None:
         raise UsageError(f"{option} {str(folder)!r}: the folder is not writable")
 
 
+def _start_ray(args, torch_threads: int) -> None:
+    """The driver's torch threads, then Ray: embedded, or the cluster at args.address."""
+    import torch
+
+    torch.set_num_threads(torch_threads)
+    _init_ray(args)
+
+
 def _init_ray(args):
     import ray
 
@@ -611,13 +619,7 @@ def tune_main(args) -> int:
     for grid in grids:
         axes = ", ".join(f"{k} {v}" for k, v in grid.axes().items())
         print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
-    import torch
-
-    torch.set_num_threads(args.torch_threads)
-    try:
-        _init_ray(args)
-    except UsageError as e:
-        return _error(e)
+    _start_ray(args, args.torch_threads)  # a UsageError reaches main()
     try:
         results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every)
@@ -665,11 +667,9 @@ def resume_main(args) -> int:
         manifest = checkpoints.check(checkpoint)
     except (checkpoints.CheckpointError, json.JSONDecodeError, KeyError) as e:
         raise UsageError(f"--resume {args.resume!r}: {_one_line(e)}") from None
-    import torch
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    torch.set_num_threads(args.torch_threads)
-    _init_ray(args)
+    _start_ray(args, args.torch_threads)
     _trim_logs(run_dir, manifest["training_iteration"])
     print(f"[{meta['algo']}] resuming {run_dir} from {checkpoint.name} (iteration {manifest['training_iteration']}, "
           f"{manifest['env_steps']} env steps)")
@@ -697,8 +697,7 @@ def evaluate_main(args) -> int:
     import numpy as np
     from ray.rllib.algorithms.algorithm import Algorithm
 
-    args.torch_threads = 1
-    _init_ray(args)
+    _start_ray(args, torch_threads=1)
     algorithm = Algorithm.from_checkpoint(str(checkpoint))
     try:
         env_id = str(algorithm.config.env).removeprefix("kappa_rllib:")
@@ -786,10 +785,7 @@ def train_file_main(args) -> int:
         _check_address(args)
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(_one_line(e)) from None
-    import torch
-
-    torch.set_num_threads(args.torch_threads)
-    _init_ray(args)
+    _start_ray(args, args.torch_threads)
     env = str(config.env).removeprefix("kappa_rllib:")
     naming = argparse.Namespace(env=env, seed=config.seed or 0, lambda_=getattr(config, "lambda_", 1.0))
     out_dir = _run_dir(args.output, algo, naming, config)
@@ -845,11 +841,8 @@ def main(argv=None) -> int:
             print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         return 0
 
-    import torch
-
-    torch.set_num_threads(args.torch_threads)
     try:
-        _init_ray(args)
+        _start_ray(args, args.torch_threads)
     except UsageError as e:
         return _error(e)
     summaries = []

@@ -77,6 +77,8 @@ BAD_CLI = [
                                                                           "has no grid(s) ['nope']"),
     (["tune", "tune_configs/small/cluster_check.py", "--storage", "ftp://host/x"],
      "--storage 'ftp://host/x': expected a folder or a bucket URI such as s3://BUCKET/PATH"),
+    (["tune", "tune_configs/small/cluster_check.py", "--address", "ray://127.0.0.1:1", "--storage", "relative/dir"],
+     "--storage 'relative/dir': with Ray Client give an absolute path on the cluster"),
     (["tune", "tune_configs/small/cluster_check.py", "--gpus-per-trial", "1.5"],
      "argument --gpus-per-trial: expected a number of GPUs: a share in [0, 1] or a whole number, got '1.5'"),
     (["report", "{tmp}/missing"], "experiment folder '{tmp}/missing' does not exist"),
@@ -117,6 +119,40 @@ def test_gpus_per_trial_without_a_gpu_or_a_cluster_is_refused(files, capsys):
     args = ["tune", str(grid), "--storage", str(files / "out"), "--gpus-per-trial", "1"]
     assert main(args) == 2
     assert "error: --gpus-per-trial 1: this machine has no CUDA GPU; run on a cluster" in capsys.readouterr().err
+
+
+class _FlakyRay:
+    """Stands in for `ray`: init fails with the given errors first, then succeeds."""
+
+    def __init__(self, *errors):
+        self.errors, self.inits, self.shutdowns = list(errors), 0, 0
+
+    def init(self, address, log_to_driver):
+        self.inits += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_ray_client_connect_retries_only_the_proxys_start_failure(capsys):
+    from kappa_rllib.cli import _connect_ray_client
+
+    start_failure = ConnectionAbortedError("Initialization failure from server: RuntimeError: Starting Ray client "
+                                           "server failed. See ray_client_server_23000.err for detailed logs.")
+    ray = _FlakyRay(start_failure, start_failure)
+    _connect_ray_client(ray, "ray://head:10001")
+    assert (ray.inits, ray.shutdowns) == (3, 2)
+    assert capsys.readouterr().err.count("failed to start; retrying") == 2
+    ray = _FlakyRay(start_failure, start_failure, start_failure)
+    with pytest.raises(ConnectionError, match="Starting Ray client server failed"):
+        _connect_ray_client(ray, "ray://head:10001")  # three tries, then the error
+    assert ray.inits == 3
+    ray = _FlakyRay(ConnectionError("token authentication failed"))
+    with pytest.raises(ConnectionError, match="token"):
+        _connect_ray_client(ray, "ray://head:10001")  # any other error: no retry
+    assert (ray.inits, ray.shutdowns) == (1, 0)
 
 
 def test_ray_address_from_the_environment_is_checked_and_named(files, monkeypatch, capsys):

@@ -13,7 +13,7 @@ the end of an improvement phase are. What a variant does with V_phi is `config.k
 
 from __future__ import annotations
 
-from kappa_rllib.algorithms.sampling import report_env_runner_health, sync_env_runner_weights
+from kappa_rllib.algorithms.sampling import report_runtime, sync_env_runner_weights
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 
 
@@ -66,7 +66,7 @@ class KappaLoopMixin:
     def step(self):
         result = super().step()
         result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters}
-        report_env_runner_health(self, result)
+        report_runtime(self, result)
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
         return result

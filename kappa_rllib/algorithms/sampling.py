@@ -80,8 +80,9 @@ def _process_id(env_runner):
     return env_runner.worker_index, os.getpid()
 
 
-def report_env_runner_health(algorithm, result: dict) -> None:
-    """Adds `node_id`, `env_runner_restarts` and `healthy_env_runners` to a result.
+def report_runtime(algorithm, result: dict) -> None:
+    """Where and how the run is running: adds `node_id`, `env_runner_restarts` and
+    `healthy_env_runners` to a result.
 
     `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
     nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart.

@@ -26,7 +26,7 @@ from ray.rllib.utils.metrics import (
 from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin, check_int, check_positive
 from kappa_rllib.checkpoints import ManifestMixin
-from kappa_rllib.algorithms.sampling import report_env_runner_health, sample_env_steps, sync_env_runner_weights
+from kappa_rllib.algorithms.sampling import report_runtime, sample_env_steps, sync_env_runner_weights
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.schedule import validate_gamma
 
@@ -136,7 +136,7 @@ class TRPO(ManifestMixin, Algorithm):
 
     def step(self):
         result = super().step()
-        report_env_runner_health(self, result)
+        report_runtime(self, result)
         sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         batches = self.config.total_env_steps // self.config.train_batch_size
         if sampled >= batches * self.config.train_batch_size:
