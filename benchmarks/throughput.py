@@ -6,12 +6,17 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py                       # W1 and W2
     python benchmarks/throughput.py --workload w1 --steps 20000
     python benchmarks/throughput.py --workload w2 --env-runners 1,2,4
+    python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
     python benchmarks/throughput.py --workload atari --steps 20000
 
 W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, target copy every 500
     env steps, learning starts at 1000, epsilon 1 -> 0.02 over 10k steps, kappa 0.84, C_FA 0.05.
     Minimal loops: DQN, kappa-PI-DQN (Algorithm 5: improvement phases, then as many TD(0) updates of
     Q_phi as the improvement made), kappa-VI-DQN (Algorithm 6: phi <- theta per iteration).
+W3: MinAtar/Breakout-v1 with the MinAtar preset (kappa_rllib/presets/dqn_minatar.yaml: one 3x3 conv of
+    16 filters, 128 units, batch 32, one update per 4 env steps, replay 100k, target copy every 1000
+    env steps, learning starts at 5000, Adam 2.5e-4), `--steps` env steps in all, the learning start
+    included. Minimal single-env loops for DQN, kappa-PI and kappa-VI as in W1.
 W2: Hopper-v5, the paper's TRPO (1024 steps per iteration, CG 10, damping 0.1, max KL 0.01, value
     fit 5 epochs x 128, entropy 0.01), one warm-up iteration, then `--iterations` timed ones.
 Atari: kappa-PI-DQN on ALE/Breakout-v5 with the paper's settings and 100k replay, `--steps` env
@@ -96,42 +101,86 @@ class PeakRSS:
         self.peak = max(self.peak, _tree_memory_bytes(os.getpid()))
 
 
-# ----------------------------------------------------------------- minimal W1 loops
-def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0) -> float:
-    """Single-process DQN (variant None), kappa-PI-DQN ("pi") or kappa-VI-DQN ("vi"); env steps/s."""
+# ----------------------------------------------------------------- minimal single-env DQN loops
+def _mlp_net(obs_shape, n_act):
+    h = W1["hidden"]
+    return nn.Sequential(nn.Linear(obs_shape[0], h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, n_act))
+
+
+def _minatar_net(obs_shape, n_act):
+    """The MinAtar paper's network (Young & Tian 2019), channels first: one 3x3 conv of 16, 128 units."""
+    h, w, c = obs_shape
+    return nn.Sequential(nn.Conv2d(c, 16, 3), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(16 * (h - 2) * (w - 2), 128), nn.ReLU(), nn.Linear(128, n_act))
+
+
+def _nature_net(obs_shape, n_act):
+    """The Nature-DQN network on uint8 84x84x4 frames (scaled inside), channels first."""
+    class Nature(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Conv2d(4, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1),
+                nn.ReLU(), nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(), nn.Linear(512, n_act))
+
+        def forward(self, x):
+            return self.net(x.float() / 255.0)
+    return Nature()
+
+
+W3 = dict(env="MinAtar/Breakout-v1", net=_minatar_net, channels_first=True, batch=32, env_steps_per_update=4,
+          replay=100_000, target_every=1000, learning_starts=5000, lr=2.5e-4, gamma=0.99, epsilon_steps=100_000,
+          epsilon_final=0.1, kappa=0.84, c_fa=0.05)
+W1.update(env="CartPole-v1", net=_mlp_net, channels_first=False)
+ATARI = dict(env="ALE/Breakout-v5", net=_nature_net, channels_first=True, batch=32, env_steps_per_update=4,
+             replay=100_000, target_every=1000, learning_starts=10_000, lr=1e-4, gamma=0.99,
+             epsilon_steps=1_000_000, epsilon_final=0.1, kappa=0.84, c_fa=0.05)
+
+
+def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0, w: dict = W1, device: str = "cpu",
+                     timed_from: int = 0) -> float:
+    """Single-process, single-env DQN (variant None), kappa-PI-DQN ("pi") or kappa-VI-DQN ("vi"),
+    CleanRL-style: numpy replay, one forward per env step, one update per `env_steps_per_update`.
+    Returns env steps/s over the steps after `timed_from`."""
+    from kappa_rllib.envs import make_env
+
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    env = gym.make("CartPole-v1")
-    obs_dim, n_act = env.observation_space.shape[0], env.action_space.n
+    env = make_env(w["env"])
+    obs_shape, n_act = env.observation_space.shape, env.action_space.n
+    dev = torch.device(device)
 
-    def mlp():
-        h = W1["hidden"]
-        return nn.Sequential(nn.Linear(obs_dim, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, n_act))
+    def net():
+        return w["net"](obs_shape, n_act).to(dev)
 
-    q, q_t = mlp(), mlp()
+    def prep(x):  # replay rows -> network input on the device
+        x = torch.as_tensor(x).to(dev, non_blocking=True)
+        return x.permute(0, 3, 1, 2) if w["channels_first"] else x
+
+    q, q_t = net(), net()
     q_t.load_state_dict(q.state_dict())
-    opt = torch.optim.Adam(q.parameters(), lr=W1["lr"])
-    kappa, gamma = (1.0 if variant is None else W1["kappa"]), W1["gamma"]
+    opt = torch.optim.Adam(q.parameters(), lr=w["lr"])
+    kappa, gamma = (1.0 if variant is None else w["kappa"]), w["gamma"]
     if variant is not None:
-        phi, phi_t = mlp(), mlp()
+        phi, phi_t = net(), net()
         phi_t.load_state_dict(phi.state_dict())
-        opt_phi = torch.optim.Adam(phi.parameters(), lr=W1["lr"])
-    n_iter = num_iterations(kappa, W1["c_fa"], gamma)
-    cap = W1["replay"]
-    b_o, b_n = np.zeros((cap, obs_dim), np.float32), np.zeros((cap, obs_dim), np.float32)
+        opt_phi = torch.optim.Adam(phi.parameters(), lr=w["lr"])
+    n_iter = num_iterations(kappa, w["c_fa"], gamma)
+    cap, obs_dtype = w["replay"], env.observation_space.dtype
+    b_o, b_n = np.zeros((cap,) + obs_shape, obs_dtype), np.zeros((cap,) + obs_shape, obs_dtype)
     b_a, b_r, b_d = np.zeros(cap, np.int64), np.zeros(cap, np.float32), np.zeros(cap, np.float32)
     size = ptr = 0
 
     def sample():
-        idx = rng.integers(0, size, W1["batch"])
-        return (torch.as_tensor(b_o[idx]), torch.as_tensor(b_n[idx]), torch.as_tensor(b_a[idx]),
-                torch.as_tensor(b_r[idx]), torch.as_tensor(b_d[idx]))
+        idx = rng.integers(0, size, w["batch"])
+        return (prep(b_o[idx]), prep(b_n[idx]), torch.as_tensor(b_a[idx]).to(dev),
+                torch.as_tensor(b_r[idx]).to(dev), torch.as_tensor(b_d[idx]).to(dev))
 
-    def step(net, optimizer, o, a, target):
-        loss = nn.functional.huber_loss(net(o).gather(1, a[:, None]).squeeze(1), target)
+    def step(net_, optimizer, o, a, target):
+        loss = nn.functional.huber_loss(net_(o).gather(1, a[:, None]).squeeze(1), target)
         optimizer.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+        nn.utils.clip_grad_norm_(net_.parameters(), 10.0)
         optimizer.step()
 
     obs, _ = env.reset(seed=seed)
@@ -140,18 +189,20 @@ def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0) -> fl
     for i in range(n_iter):
         updates = 0
         while t < iteration_end(i, total_steps, n_iter):  # improvement phase
-            eps = max(W1["epsilon_final"], 1.0 - t / W1["epsilon_steps"] * (1.0 - W1["epsilon_final"]))
+            if t == timed_from:
+                start = time.perf_counter()
+            eps = max(w["epsilon_final"], 1.0 - t / w["epsilon_steps"] * (1.0 - w["epsilon_final"]))
             if rng.random() < eps:
                 action = int(rng.integers(n_act))
             else:
                 with torch.no_grad():
-                    action = int(q(torch.as_tensor(obs)).argmax())
+                    action = int(q(prep(obs[None])).argmax())
             nxt, reward, term, trunc, _ = env.step(action)
             b_o[ptr], b_n[ptr], b_a[ptr], b_r[ptr], b_d[ptr] = obs, nxt, action, reward, term
             ptr, size = (ptr + 1) % cap, min(size + 1, cap)
             obs = nxt if not (term or trunc) else env.reset()[0]
             t += 1
-            if t >= W1["learning_starts"] and t % W1["env_steps_per_update"] == 0:
+            if t >= w["learning_starts"] and t % w["env_steps_per_update"] == 0:
                 o, n, a, r, d = sample()
                 with torch.no_grad():
                     q_next = q_t(n)
@@ -163,7 +214,7 @@ def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0) -> fl
                     target = r + gamma * (1 - kappa) * (1 - d) * v_phi + gamma * kappa * (1 - d) * q_next.max(1).values
                 step(q, opt, o, a, target)
                 updates += 1
-            if t % W1["target_every"] == 0:
+            if t % w["target_every"] == 0:
                 q_t.load_state_dict(q.state_dict())
         if variant == "vi":
             phi.load_state_dict(q.state_dict())
@@ -174,9 +225,11 @@ def minimal_dqn_loop(total_steps: int, variant: str | None, seed: int = 0) -> fl
                     pi_next = q_t(n).argmax(1, keepdim=True)
                     target = r + gamma * (1 - d) * phi_t(n).gather(1, pi_next).squeeze(1)
                 step(phi, opt_phi, o, a, target)
-                if (u + 1) % (W1["target_every"] // W1["env_steps_per_update"]) == 0:
+                if (u + 1) % (w["target_every"] // w["env_steps_per_update"]) == 0:
                     phi_t.load_state_dict(phi.state_dict())
-    return total_steps / (time.perf_counter() - start)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (total_steps - timed_from) / (time.perf_counter() - start)
 
 
 # ----------------------------------------------------------------- the project's and RLlib's W1 runs
@@ -254,6 +307,34 @@ def workload_w1(steps: int) -> list[tuple]:
         rows.append((f"kappa-rllib {name}", rate, base, mem.peak,
                      f"return {result['env_runners'].get('episode_return_mean', float('nan')):.0f}, "
                      f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+    return rows
+
+
+# ----------------------------------------------------------------- W3: MinAtar Breakout, the MinAtar preset
+def preset_config(variant: str, kappa: float, env_id: str, total_steps: int, seed: int = 0, runners: int = 0):
+    """kappa-PI/VI-DQN with the project's preset for `env_id` (what `kappa-rllib train` runs)."""
+    from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig, presets
+
+    config = presets.apply((KappaPIDQNConfig if variant == "pi" else KappaVIDQNConfig)(),
+                           presets.load(presets.preset_for(env_id, "dqn")))
+    return (config.environment(env_id).training(kappa=kappa, total_env_steps=total_steps)
+            .env_runners(num_env_runners=runners).debugging(seed=seed))
+
+
+def workload_w3(steps: int, env_runners: list[int]) -> list[tuple]:
+    rows = []
+    for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi"), ("kappa-VI-DQN", "vi")]:
+        with PeakRSS() as mem:
+            rate = minimal_dqn_loop(steps, variant, w=W3)
+        rows.append((f"minimal {name} loop", rate, name, mem.peak))
+    for runners in env_runners:
+        for name, variant, kappa in [("kappa = 1 (DQN)", "pi", 1.0), ("kappa-PI-DQN", "pi", W3["kappa"]),
+                                     ("kappa-VI-DQN", "vi", W3["kappa"])]:
+            with PeakRSS() as mem:
+                rate, result = run_to_done(preset_config(variant, kappa, W3["env"], steps, runners=runners))
+            base = "DQN" if kappa == 1.0 else name
+            rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s)", rate, base, mem.peak,
+                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
     return rows
 
 
@@ -413,10 +494,11 @@ def workload_atari(steps: int, fill_replay: bool) -> list[tuple]:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, atari")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
-    p.add_argument("--env-runners", default="0", help="W2: remote EnvRunner counts for the TRPO scaling rows")
+    p.add_argument("--env-runners", default="0",
+                   help="remote EnvRunner counts: W2's TRPO scaling rows, W3's and Atari's kappa-DQN rows")
     p.add_argument("--fill-replay", action="store_true",
                    help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
     args = p.parse_args(argv)
@@ -429,6 +511,8 @@ def main(argv=None):
     rows = []
     if "w1" in workloads:
         rows += [("W1",)] + workload_w1(args.steps)
+    if "w3" in workloads:
+        rows += [("W3",)] + workload_w3(args.steps, [int(n) for n in args.env_runners.split(",")])
     if "w2" in workloads:
         rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
     if "atari" in workloads:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ray
-from ray.rllib.core import DEFAULT_MODULE_ID
-from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
+from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, WEIGHTS_SEQ_NO
 
 
 def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = None) -> list[dict]:
@@ -20,7 +20,7 @@ def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = N
     if group.num_remote_workers() == 0:
         results = [_sample_one(group.local_env_runner, num_steps, start)]
     else:
-        ids, funcs = _remote_shares(group, num_steps, start)
+        ids, funcs = _remote_shares(algorithm, num_steps, start)
         results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
     return _segments_and_metrics(algorithm, results)
 
@@ -34,21 +34,52 @@ def _segments_and_metrics(algorithm, results) -> list[dict]:
 _ASYNC_TAG = "kappa_rllib_sample"
 
 
-def _remote_shares(group, num_steps: int, start: int):
+def _remote_shares(algorithm, num_steps: int, start: int):
+    """Each healthy remote EnvRunner's share of `num_steps` and the call that samples it. The
+    call carries the acting weights (a reference, put once per version), so a runner always
+    acts with the weights of the request it serves: no separate weight sync can be dropped or
+    overtaken while a sampling request is in flight."""
+    group = algorithm.env_runner_group
     ids = list(group.healthy_worker_ids())  # a restarting runner's share goes to the others
     if not ids:
         raise RuntimeError("no healthy EnvRunner to sample from")
     base, extra = divmod(num_steps, len(ids))
     shares = [base + (i < extra) for i in range(len(ids))]
     offsets = [start + sum(shares[:i]) for i in range(len(ids))]
-    return ids, [lambda er, n=n, o=o: _sample_one(er, n, o) for n, o in zip(shares, offsets)]
+    version, ref = _acting_weights(algorithm)
+    return ids, [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref) for n, o in zip(shares, offsets)]
+
+
+def _acting_weights(algorithm) -> tuple[int, "ray.ObjectRef | None"]:
+    """(version, object ref) of the acting module's weights; version 0 (no ref) = the weights
+    every EnvRunner was built with. The learner's state is read and put once per version."""
+    version = algorithm.__dict__.get("_acting_weights_version", 0)
+    if version and algorithm.__dict__.get("_acting_weights_ref") is None:
+        algorithm._acting_weights_ref = ray.put(_acting_state(algorithm))
+    return version, algorithm.__dict__.get("_acting_weights_ref")
+
+
+def _acting_state(algorithm) -> dict:
+    """The acting (inference-only) module's state from the learners, as `EnvRunner.set_state`
+    takes it (what RLlib's `EnvRunnerGroup.sync_weights` sends)."""
+    state = algorithm.learner_group.get_state(
+        components=[f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{DEFAULT_MODULE_ID}"], inference_only=True,
+    )[COMPONENT_LEARNER]
+    return {k: v for k, v in state.items() if k in (COMPONENT_RL_MODULE, WEIGHTS_SEQ_NO)}
+
+
+def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, version: int, ref):
+    if version and getattr(env_runner, "_kappa_weights_version", 0) != version:
+        env_runner.set_state(ray.get(ref))
+        env_runner._kappa_weights_version = version
+    return _sample_one(env_runner, num_steps, global_env_steps)
 
 
 def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> None:
     """Starts sampling `num_steps` env steps on the remote EnvRunners and returns at once (the
     runners keep their current weights for it); `collect_env_steps` waits for the segments."""
     group = algorithm.env_runner_group
-    ids, funcs = _remote_shares(group, num_steps, global_env_steps)
+    ids, funcs = _remote_shares(algorithm, num_steps, global_env_steps)
     group.foreach_env_runner_async(funcs, tag=_ASYNC_TAG, remote_worker_ids=ids)
 
 
@@ -66,12 +97,14 @@ def _sample_one(env_runner, num_steps: int, global_env_steps: int):
 
 
 def sync_env_runner_weights(algorithm) -> None:
-    """The acting module's (inference-only) weights to every EnvRunner."""
-    algorithm.env_runner_group.sync_weights(
-        from_worker_or_learner_group=algorithm.learner_group,
-        policies=[DEFAULT_MODULE_ID],
-        inference_only=True,
-    )
+    """Call after the learner changed the acting module: the local EnvRunner takes the new
+    (inference-only) weights now; remote EnvRunners take them with their next sampling request
+    (`_remote_shares`), one object-store put for all of them."""
+    algorithm._acting_weights_version = algorithm.__dict__.get("_acting_weights_version", 0) + 1
+    algorithm._acting_weights_ref = None
+    local = algorithm.env_runner_group.local_env_runner
+    if local is not None:
+        local.set_state(_acting_state(algorithm))
 
 
 def _process_id(env_runner):

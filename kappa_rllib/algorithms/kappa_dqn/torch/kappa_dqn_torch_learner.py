@@ -48,44 +48,114 @@ def learning_rewards(config, rewards: torch.Tensor) -> torch.Tensor:
     return rewards
 
 
+def clip_by_global_norm_(grads: list, grad_clip: float) -> None:
+    """RLlib's `clip_gradients(..., grad_clip_by="global_norm")`, same formula, in three foreach
+    kernels instead of a Python loop over the tensors (one of the hot spots of a small network's
+    update): g <- g * min(1, clip / max(||g||_global + 1e-6, clip))."""
+    norms = torch.stack(torch._foreach_norm(grads)).nan_to_num(neginf=-10e8, posinf=10e8)
+    total = torch.linalg.vector_norm(norms).nan_to_num(neginf=-10e8, posinf=10e8)
+    coeff = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
+    torch._foreach_mul_(grads, coeff)
+
+
 class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        """RLlib's Adam (lr from `config.lr`, a schedule allowed), as torch's fused kernel: one
+        kernel for all parameters instead of a Python loop over them (same update rule)."""
+        params = self.get_parameters(self._module[module_id])
+        self.register_optimizer(module_id=module_id, optimizer=torch.optim.Adam(params, fused=True),
+                                params=params, lr_or_lr_schedule=config.lr)
+
     # ----- the fused update: K gradient steps in one call
     def update(self, *, training_data=None, timesteps=None, fused_update=None, **kwargs):
         """With `fused_update={"module_id", "num_updates", "minibatch_size", "target_syncs"}`:
-        `num_updates` Adam steps on consecutive minibatches of the batch, in a tight loop (the
-        batch becomes tensors once, metrics are reduced once); Q' <- Q after the update counts in
-        `target_syncs`. Gives the same parameters as RLlib's minibatch loop (tested); without
-        `fused_update`, RLlib's own `Learner.update`."""
+        `num_updates` Adam steps on consecutive minibatches of the batch, in a tight loop; Q' <- Q
+        after the update counts in `target_syncs`. Gives the same parameters as RLlib's minibatch
+        loop (tested); without `fused_update`, RLlib's own `Learner.update`.
+
+        Why it is fast: the batch becomes tensors on the learner's device once; the targets of
+        every minibatch between two target copies are computed in one batched pass (they read
+        only networks that do not change between copies: Q'_theta, Q'_phi and, during an
+        improvement phase, Q_phi), so each gradient step runs one forward and one backward of the
+        trained network; statistics stay on the device and are read once per call.
+        """
         if fused_update is None:
             return super().update(training_data=training_data, timesteps=timesteps, **kwargs)
         training_data.solve_refs()
         module_id, k, size = fused_update["module_id"], fused_update["num_updates"], fused_update["minibatch_size"]
-        columns = training_data.batch.policy_batches[module_id]
-        tensors = {c: torch.as_tensor(np.asarray(columns[c]), device=self._device)  # the learner's CPU or GPU
-                   for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS)}
+        tensors = self._fused_batch_tensors(training_data.batch.policy_batches[module_id])
         config = self.config.get_config_for_module(module_id)
         module = self.module[module_id].unwrapped()
         module.train()  # once per call (RLlib's forward_train re-walks the module tree every step)
         optimizer = self.get_optimizer(module_id)
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        syncs, stats = set(fused_update["target_syncs"]), []
-        for j in range(k):
-            batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
-            loss, step_stats = self.loss_and_stats(module_id, config, batch, module._forward_train(batch))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip is not None:
-                grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
-                clip_gradients(grads, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
-                for i, grad in grads.items():  # "value" clipping returns new tensors
-                    params[i].grad = grad
-            optimizer.step()
-            stats.append(step_stats)
-            if j + 1 in syncs:
+        global_norm_clip = config.grad_clip is not None and config.grad_clip_by == "global_norm"
+        ends = sorted({j for j in fused_update["target_syncs"] if 0 < j < k} | {k})
+        batched = self.targets_fixed_between_syncs(module_id, config)
+        step_stats, target_stats, start = [], [], 0
+        for end in ends:  # the updates between two target copies
+            if batched:
+                rows = {c: t[start * size : end * size] for c, t in tensors.items()}
+                targets, extra = self.td_target(module_id, config, rows)
+                target_stats.append((end - start, extra))
+            for j in range(start, end):
+                batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
+                if batched:
+                    target = targets[(j - start) * size : (j - start + 1) * size]
+                else:
+                    target, extra = self.td_target(module_id, config, batch)
+                    target_stats.append((1, extra))
+                q = module.compute_q_values({Columns.OBS: batch[Columns.OBS]})[QF_PREDS]
+                loss, stats = self.td_loss(config, q, batch[Columns.ACTIONS], target)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if global_norm_clip:
+                    clip_by_global_norm_([p.grad for p in params if p.grad is not None], config.grad_clip)
+                elif config.grad_clip is not None:
+                    grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
+                    clip_gradients(grads, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
+                    for i, grad in grads.items():  # "value" clipping returns new tensors
+                        params[i].grad = grad
+                optimizer.step()
+                step_stats.append(stats)
+            if end in fused_update["target_syncs"]:
                 self.sync_target_network(module_id)
-        means = {key: torch.stack([s[key] for s in stats]).mean().item() for key in stats[0]}
+            start = end
+        means = {key: torch.stack([s[key] for s in step_stats]).mean() for key in step_stats[0]}
+        for key in target_stats[0][1]:  # minibatch means, weighted by the updates they served
+            means[key] = sum(n * extra[key] for n, extra in target_stats) / k
+        means = dict(zip(means, torch.stack(list(means.values())).tolist()))  # one device->host copy
         self.metrics.log_dict({**means, "num_updates": k}, key=module_id, window=1)
         return self.metrics.reduce()
+
+    def _fused_batch_tensors(self, columns) -> dict:
+        """The columns a TD update reads, as tensors on the learner's CPU or GPU (on a GPU through
+        page-locked host memory, copied without blocking the host)."""
+        out = {}
+        for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS):
+            t = torch.as_tensor(np.asarray(columns[c]))
+            if self._device.type == "cuda":
+                t = t.pin_memory().to(self._device, non_blocking=True)
+            out[c] = t.to(self._device)
+        return out
+
+    @staticmethod
+    def targets_fixed_between_syncs(module_id, config) -> bool:
+        """Whether a TD target reads only networks that stay fixed between two target copies of
+        `module_id`: all but the authors' V_phi, which reads the online Q_theta being trained."""
+        return not (module_id == DEFAULT_MODULE_ID and config.kappa_plan.uses_v_phi
+                    and config.v_phi_source == "authors")
+
+    @torch.no_grad()
+    def td_target(self, module_id, config, batch):
+        """(TD target of `module_id`, its statistics) for a batch of transitions."""
+        module = self.module[module_id].unwrapped()
+        fwd_out = {QF_TARGET_NEXT_PREDS: module.forward_target({Columns.OBS: batch[Columns.NEXT_OBS]})[QF_PREDS]}
+        if module_id == DEFAULT_MODULE_ID:
+            return self.improvement_target(config, batch, fwd_out)
+        if module_id == PHI_MODULE_ID:
+            return self.evaluation_target(config, batch, fwd_out), {}
+        raise ValueError(f"kappa-DQN has no module {module_id!r}")
 
     # ----- the losses
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
@@ -101,15 +171,19 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
             target, extra = self.evaluation_target(config, batch, fwd_out), {}
         else:
             raise ValueError(f"kappa-DQN has no module {module_id!r}")
+        loss, stats = self.td_loss(config, fwd_out[QF_PREDS], batch[Columns.ACTIONS], target)
+        return loss, {**stats, **extra}
 
-        q_selected = _gather(fwd_out[QF_PREDS], batch[Columns.ACTIONS])
-        loss_fn = nn.HuberLoss if config.td_error_loss_fn == "huber" else nn.MSELoss
-        loss = loss_fn()(q_selected, target.detach())
+    @staticmethod
+    def td_loss(config, q_preds, actions, target):
+        """Huber (or MSE) between Q(s, a) and the (detached) target, and its statistics."""
+        q_selected = _gather(q_preds, actions)
+        loss_fn = nn.functional.huber_loss if config.td_error_loss_fn == "huber" else nn.functional.mse_loss
+        loss = loss_fn(q_selected, target.detach())
         stats = {
             QF_LOSS_KEY: loss.detach(),
             QF_MEAN_KEY: q_selected.detach().mean(),
-            TD_ERROR_MEAN_KEY: (q_selected - target).detach().abs().mean(),
-            **extra,
+            TD_ERROR_MEAN_KEY: (q_selected.detach() - target).abs().mean(),
         }
         return loss, stats
 
