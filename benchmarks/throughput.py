@@ -7,7 +7,8 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload w1 --steps 20000
     python benchmarks/throughput.py --workload w2 --env-runners 1,2,4
     python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
-    python benchmarks/throughput.py --workload atari --steps 20000
+    python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
+    python benchmarks/throughput.py --workload atari --steps 50000 --env-runners 2,4 --device cuda --torch-threads 4
 
 W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, target copy every 500
     env steps, learning starts at 1000, epsilon 1 -> 0.02 over 10k steps, kappa 0.84, C_FA 0.05.
@@ -19,9 +20,10 @@ W3: MinAtar/Breakout-v1 with the MinAtar preset (kappa_rllib/presets/dqn_minatar
     included. Minimal single-env loops for DQN, kappa-PI and kappa-VI as in W1.
 W2: Hopper-v5, the paper's TRPO (1024 steps per iteration, CG 10, damping 0.1, max KL 0.01, value
     fit 5 epochs x 128, entropy 0.01), one warm-up iteration, then `--iterations` timed ones.
-Atari: kappa-PI-DQN on ALE/Breakout-v5 with the paper's settings and 100k replay, `--steps` env
-    steps after learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay
-    is full), env steps/s and peak RSS.
+Atari: kappa = 1 and kappa-PI-DQN on ALE/Breakout-v5 with the Atari preset (the paper's settings,
+    Nature CNN, 100k replay) and `--env-runners N` remote EnvRunners, the learner on `--device`
+    (cpu or cuda), beside minimal single-env loops on the same device; `--steps` env steps after
+    learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay is full).
 Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak memory of the
 whole process tree (driver, Ray's own processes, workers) while that row ran, as proportional set
 size (PSS: pages shared between processes, e.g. torch's libraries, count once).
@@ -470,26 +472,39 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
 
 
 # ----------------------------------------------------------------- Atari
-def workload_atari(steps: int, fill_replay: bool) -> list[tuple]:
+def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str) -> list[tuple]:
+    """kappa = 1 and kappa-PI-DQN on Breakout with the Atari preset beside the minimal single-env
+    loops, env steps/s over `steps` env steps after learning starts."""
     from kappa_rllib import KappaPIDQNConfig, presets
 
-    config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5", "dqn")))
-    if fill_replay:  # learning starts with the paper's 100k replay full: the memory high-water mark
-        config.training(num_steps_sampled_before_learning_starts=config.replay_buffer_config["capacity"])
-    start_steps = config.num_steps_sampled_before_learning_starts
-    config.environment("ALE/Breakout-v5").training(
-        total_env_steps=start_steps + steps, env_steps_per_iteration=1024).debugging(seed=0)
-    with PeakRSS() as mem:
-        algo = config.build_algo()
-        result, started = {}, None
-        while not result.get("done"):
-            result = algo.train()
-            if started is None and result["kappa"]["env_steps"] >= start_steps:
-                started, at = time.perf_counter(), result["kappa"]["env_steps"]
-        rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
-        algo.stop()
-    return [("kappa-rllib kappa-PI-DQN, Breakout, 100k replay", rate, None, mem.peak,
-             f"after {start_steps} learning-start steps")]
+    start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
+    w = dict(ATARI, learning_starts=start_steps)
+    rows = []
+    for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi")]:
+        with PeakRSS() as mem:
+            rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
+        rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
+    for runners in env_runners:
+        for name, kappa in [("kappa = 1 (DQN)", 1.0), ("kappa-PI-DQN", ATARI["kappa"])]:
+            config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for(ATARI["env"], "dqn")))
+            config.environment(ATARI["env"]).training(
+                kappa=kappa, num_steps_sampled_before_learning_starts=start_steps, total_env_steps=start_steps + steps,
+                env_steps_per_iteration=1024).env_runners(num_env_runners=runners).debugging(seed=0)
+            if device.startswith("cuda"):
+                config.learners(num_gpus_per_learner=1)
+            with PeakRSS() as mem:
+                algo = config.build_algo()
+                result, started = {}, None
+                while not result.get("done"):
+                    result = algo.train()
+                    if started is None and result["kappa"]["env_steps"] >= start_steps:
+                        started, at = time.perf_counter(), result["kappa"]["env_steps"]
+                rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
+                algo.stop()
+            rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}", rate,
+                         "DQN" if kappa == 1.0 else name, mem.peak,
+                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+    return rows
 
 
 def main(argv=None):
@@ -501,8 +516,10 @@ def main(argv=None):
                    help="remote EnvRunner counts: W2's TRPO scaling rows, W3's and Atari's kappa-DQN rows")
     p.add_argument("--fill-replay", action="store_true",
                    help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
+    p.add_argument("--device", default="cpu", help="Atari: where the learners (and the minimal loops) run: cpu or cuda")
+    p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.torch_threads)
     import ray
 
     ray.init(address="local", num_cpus=max(2, max(int(n) for n in args.env_runners.split(",")) + 1),
@@ -516,7 +533,8 @@ def main(argv=None):
     if "w2" in workloads:
         rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
     if "atari" in workloads:
-        rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay)
+        rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay,
+                                              [int(n) for n in args.env_runners.split(",")], args.device)
     ray.shutdown()
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
     print(f"\n{'run':<52}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")

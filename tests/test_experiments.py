@@ -70,9 +70,10 @@ def test_paper_axes_are_the_documented_ones():
     assert grid.config.total_env_steps == 2_000_000 and grid.config.train_batch_size == 1024
     _, ax = axes("paper/mujoco_table2.py", "gae")
     assert ax["lambda"] == [0.0, 0.36, 0.68, 0.84, 0.98]
-    grid, ax = axes("small/minatar_dqn.py", "kappa_pi_dqn")
-    assert len(ax["seed"]) >= 5 and len(ax["kappa"]) >= 3
-    assert grid.config.model_config["conv_filters"] == [[16, 3, 1, "valid"]]  # the MinAtar paper's net
+    for variant in ("pi", "vi"):  # Table 1 has both variants
+        grid, ax = axes("small/minatar_dqn.py", f"kappa_{variant}_dqn")
+        assert len(ax["seed"]) >= 5 and ax["kappa"] == [0.68, 0.84, 0.92] and len(ax["env"]) == 2
+        assert grid.config.model_config["conv_filters"] == [[16, 3, 1, "valid"]]  # the MinAtar paper's net
 
 
 def test_a_bad_grid_is_refused_naming_the_trial(tmp_path):
@@ -99,7 +100,7 @@ def run_tune(*args, timeout=420):
 
 @pytest.mark.learning
 @pytest.mark.parametrize("path, grids", [
-    ("small/minatar_dqn.py", {"kappa_pi_dqn": 4, "dqn": 2, "naive_kappa_pi_dqn": 2}),
+    ("small/minatar_dqn.py", {"kappa_pi_dqn": 4, "kappa_vi_dqn": 4, "dqn": 2, "naive_kappa_pi_dqn": 2}),
     ("small/mujoco_trpo.py", {"invertedpendulum_kappa_pi_trpo": 4, "invertedpendulum_trpo": 2,
                               "invertedpendulum_naive_kappa_pi_trpo": 2}),
 ])

@@ -139,3 +139,37 @@ def test_bad_chunk_settings_are_refused():
         short_config(KappaPIDQNConfig).training(env_steps_per_sample=20).validate()
     with pytest.raises(ValueError, match="updates_per_learner_call must be an int >= 1"):
         short_config(KappaPIDQNConfig).training(updates_per_learner_call=0).validate()
+
+
+def _acting_weights(env_runner):
+    return {k: v.detach().numpy().copy() for k, v in env_runner.module.state_dict().items()
+            if not k.startswith("_target")}
+
+
+def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray_local):
+    """With a remote EnvRunner and overlap, the chunk sampled during step i's updates acts with the
+    learner's weights as they were when step i began (the weights travel with the sampling
+    request), so every chunk after learning starts acts with weights at most 2 chunks old, and
+    they do change as the learner trains."""
+    algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
+            .training(env_steps_per_sample=24, env_steps_per_iteration=240).build_algo())
+    original, at_start, checks = algo._improvement_step, [], []
+
+    def recording(max_steps):
+        prefetched = algo._in_flight is not None
+        (acting,) = algo.env_runner_group.foreach_env_runner(_acting_weights, local_env_runner=False)
+        learner = module_weights(algo, DEFAULT_MODULE_ID)
+        if prefetched:  # the chunk in flight was submitted at the start of the previous step
+            expected = at_start[-1]
+            checks.append((algo.phases.steps, all(np.array_equal(acting[k], expected[k]) for k in expected)))
+        at_start.append(learner)
+        return original(max_steps)
+
+    algo._improvement_step = recording
+    for _ in range(4):
+        result = algo.train()
+    trained = [ok for at, ok in checks if at > 250]
+    assert len(trained) > 10 and all(trained)
+    assert not all(np.array_equal(at_start[5][k], at_start[-1][k]) for k in at_start[-1])  # weights moved
+    assert result["kappa"]["max_policy_lag_env_steps"] == 48
+    algo.stop()

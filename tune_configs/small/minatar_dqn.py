@@ -1,5 +1,5 @@
-"""The paper's Atari question at laptop scale: kappa-PI-DQN on MinAtar Breakout and SpaceInvaders
-against DQN (kappa = 1) and the naive N_kappa = T schedule.
+"""The paper's Atari question (Table 1) at laptop scale: kappa-PI-DQN and kappa-VI-DQN on MinAtar
+Breakout and SpaceInvaders against DQN (kappa = 1) and the naive N_kappa = T schedule.
 
 MinAtar (Young & Tian 2019, the `minatar` package) keeps the Atari games' dynamics on 10x10 frames;
 the network is the MinAtar paper's (one 3x3 conv of 16 filters, 128 units) and the DQN settings its
@@ -8,12 +8,14 @@ paper's Table 1.
 
 Grids (T = 250,000 env steps per trial, 5 seeds, 2 games):
     kappa_pi_dqn        kappa {0.68, 0.84, 0.92} x game x seed   30 trials
+    kappa_vi_dqn        kappa {0.68, 0.84, 0.92} x game x seed   30 trials
     dqn                 kappa = 1 x game x seed                 10 trials
     naive_kappa_pi_dqn  N_kappa = T at kappa 0.84 x game x seed  10 trials
-Cost: 50 trials, 12.5M env steps. Measured throughput on a 2-core CPU machine (torch CPU, 1 thread
-per trial): ~450 env steps/s per trial once learning starts (~9.5 min per trial; the naive schedule
-samples one env step per kappa-iteration and is slower), so ~4.5 hours for the file with 2 trials at
-a time (estimated from that throughput; the whole file has not been run here yet).
+Cost: 80 trials, 20M env steps. Measured on a 2-core CPU machine (torch CPU, 1 thread per trial,
+2 trials at a time, benchmarks/throughput.py --workload w3): ~1,000 env steps/s per DQN or kappa-VI
+trial and ~500 per kappa-PI trial (it makes twice the updates), so ~2.5 hours of the machine per
+game for kappa-VI + DQN and ~4 hours per game for kappa-PI + naive: ~13 hours for the file on 2 cores,
+~2 hours on a 16-core machine (16 trials at a time). Run it in parts with `--grids` and `--resume`.
 Paper (Atari, 10M steps): kappa-PI-DQN beats DQN on all six games at kappa_best (0.84 on 4 of
 them), and the naive schedule loses to kappa_best except on Enduro.
 
@@ -32,7 +34,7 @@ C_FA = 0.05
 
 
 def experiments(smoke: bool = False):
-    return paper_grids("dqn", GAMES, kappas=KAPPAS, c_fa=C_FA, num_seeds=NUM_SEEDS, variants=("pi",),
+    return paper_grids("dqn", GAMES, kappas=KAPPAS, c_fa=C_FA, num_seeds=NUM_SEEDS, variants=("pi", "vi"),
                        naive_kappas=NAIVE_KAPPAS, smoke=smoke, total_env_steps=TOTAL, env_steps_per_iteration=5_000)
 
 
