@@ -141,11 +141,6 @@ def test_bad_chunk_settings_are_refused():
         short_config(KappaPIDQNConfig).training(updates_per_learner_call=0).validate()
 
 
-def _acting_weights(env_runner):
-    return {k: v.detach().numpy().copy() for k, v in env_runner.module.state_dict().items()
-            if not k.startswith("_target")}
-
-
 def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray_local):
     """With a remote EnvRunner and overlap, the chunk sampled during step i's updates acts with the
     learner's weights as they were when step i began (the weights travel with the sampling
@@ -154,6 +149,10 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
             .training(env_steps_per_sample=24, env_steps_per_iteration=240).build_algo())
     original, at_start, checks = algo._improvement_step, [], []
+
+    def _acting_weights(env_runner):  # local, so Ray ships it by value to the remote runner
+        return {k: v.detach().numpy().copy() for k, v in env_runner.module.state_dict().items()
+                if not k.startswith("_target")}
 
     def recording(max_steps):
         prefetched = algo._in_flight is not None
@@ -173,3 +172,25 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     assert not all(np.array_equal(at_start[5][k], at_start[-1][k]) for k in at_start[-1])  # weights moved
     assert result["kappa"]["max_policy_lag_env_steps"] == 48
     algo.stop()
+
+
+@pytest.mark.parametrize("runners", [1, 2])
+def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, runners):
+    """With remote EnvRunners, overlapped and plain sampling reach T with the same env steps, theta/phi updates, kappa
+    iterations, replay size and the same env-step and update counts at the last target copies."""
+    finals = []
+    for overlap in (False, True):
+        algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=runners)
+                .training(env_steps_per_sample=24, overlap_sampling=overlap).build_algo())
+        result = {}
+        while not result.get("done"):
+            result = algo.train()
+        k = result["kappa"]
+        finals.append(({key: k[key] for key in ("env_steps", "iteration", "theta_updates", "phi_updates",
+                                               "last_theta_target_sync", "phi_updates_at_last_target_sync")},
+                       len(algo.local_replay_buffer), k["max_policy_lag_env_steps"]))
+        algo.stop()
+    (plain, plain_size, plain_lag), (overlapped, size, lag) = finals
+    assert plain == overlapped and plain_size == size == T
+    assert plain["env_steps"] == T and plain["theta_updates"] > 0 and plain["phi_updates"] > 0
+    assert plain_lag == 24 and lag == 48
