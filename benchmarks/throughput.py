@@ -537,14 +537,14 @@ def main(argv=None):
                                               [int(n) for n in args.env_runners.split(",")], args.device)
     ray.shutdown()
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
-    print(f"\n{'run':<52}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")
+    print(f"\n{'run':<72}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")
     for row in rows:
         if len(row) == 1:
             print(f"-- {row[0]}")
             continue
         name, rate, base, peak = row[:4]
         ratio = f"{rate / minimal[base]:.2f}" if base in minimal else "-"
-        print(f"{name:<52}{rate:>12.0f}{ratio:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
+        print(f"{name:<72}{rate:>12.0f}{ratio:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
 
 
 if __name__ == "__main__":
