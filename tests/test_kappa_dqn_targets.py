@@ -186,3 +186,23 @@ def test_fused_update_equals_rllibs_minibatch_loop(module_id):
         main = key.removeprefix("_target_")
         assert not np.allclose(np.asarray(a[key]), before[key])
         assert not np.allclose(np.asarray(a[key]), np.asarray(a[main]))
+
+
+@pytest.mark.parametrize("scale", [0.01, 100.0])  # below and above the clip
+def test_foreach_global_norm_clip_equals_rllibs(scale):
+    from ray.rllib.utils.torch_utils import clip_gradients
+
+    from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import clip_by_global_norm_
+
+    gen = torch.Generator().manual_seed(3)
+    grads = [scale * torch.randn(shape, generator=gen) for shape in [(16, 4), (16,), (2, 16), (2,)]]
+    ours, theirs = [g.clone() for g in grads], {i: g.clone() for i, g in enumerate(grads)}
+    clip_by_global_norm_(ours, 10.0)
+    clip_gradients(theirs, grad_clip=10.0, grad_clip_by="global_norm")
+    for i, g in enumerate(ours):
+        torch.testing.assert_close(g, theirs[i])
+    norm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in ours]))
+    if scale > 1:
+        assert norm == pytest.approx(10.0, rel=1e-5)  # clipped to the bound
+    else:
+        torch.testing.assert_close(ours, grads)  # untouched below it
