@@ -475,8 +475,6 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
 def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str) -> list[tuple]:
     """kappa = 1 and kappa-PI-DQN on Breakout with the Atari preset beside the minimal single-env
     loops, env steps/s over `steps` env steps after learning starts."""
-    from kappa_rllib import KappaPIDQNConfig, presets
-
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
     rows = []
@@ -486,10 +484,8 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
         rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
     for runners in env_runners:
         for name, kappa in [("kappa = 1 (DQN)", 1.0), ("kappa-PI-DQN", ATARI["kappa"])]:
-            config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for(ATARI["env"], "dqn")))
-            config.environment(ATARI["env"]).training(
-                kappa=kappa, num_steps_sampled_before_learning_starts=start_steps, total_env_steps=start_steps + steps,
-                env_steps_per_iteration=1024).env_runners(num_env_runners=runners).debugging(seed=0)
+            config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
+                num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
             if device.startswith("cuda"):
                 config.learners(num_gpus_per_learner=1)
             with PeakRSS() as mem:

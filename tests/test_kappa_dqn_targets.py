@@ -144,14 +144,16 @@ def test_kappa_one_is_rllib_dqn_exactly(config_cls):
         torch.testing.assert_close(g_ours, g_rllib)
 
 
-@pytest.mark.parametrize("module_id", [DEFAULT_MODULE_ID, PHI_MODULE_ID])
-def test_fused_update_equals_rllibs_minibatch_loop(module_id):
+@pytest.mark.parametrize("module_id, v_phi_source", [(DEFAULT_MODULE_ID, "paper"), (PHI_MODULE_ID, "paper"),
+                                                     (DEFAULT_MODULE_ID, "authors")])
+def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
     """K steps in one fused call = K RLlib single-minibatch updates on the same minibatches,
-    with the target copy after the same update count."""
+    with the target copy after the same update count (the authors' V_phi reads the online
+    Q_theta, so its targets take the per-update path)."""
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-    fused, plain = build_learner(KappaPIDQNConfig, 0.6), build_learner(KappaPIDQNConfig, 0.6)
+    fused, plain = (build_learner(KappaPIDQNConfig, 0.6, v_phi_source=v_phi_source) for _ in range(2))
     plain.module.set_state(fused.module.get_state())
     before = {k: np.asarray(v).copy() for k, v in fused.module[module_id].get_state().items()}
     rng = np.random.default_rng(4)

@@ -55,7 +55,7 @@ def _acting_weights(algorithm) -> tuple[int, "ray.ObjectRef | None"]:
     every EnvRunner was built with. The learner's state is read and put once per version."""
     version = algorithm.__dict__.get("_acting_weights_version", 0)
     if version and algorithm.__dict__.get("_acting_weights_ref") is None:
-        algorithm._acting_weights_ref = ray.put(_acting_state(algorithm))
+        algorithm._acting_weights_ref = ray.put(algorithm._acting_weights_state)
     return version, algorithm.__dict__.get("_acting_weights_ref")
 
 
@@ -101,10 +101,11 @@ def sync_env_runner_weights(algorithm) -> None:
     (inference-only) weights now; remote EnvRunners take them with their next sampling request
     (`_remote_shares`), one object-store put for all of them."""
     algorithm._acting_weights_version = algorithm.__dict__.get("_acting_weights_version", 0) + 1
+    algorithm._acting_weights_state = _acting_state(algorithm)  # read from the learners once
     algorithm._acting_weights_ref = None
     local = algorithm.env_runner_group.local_env_runner
     if local is not None:
-        local.set_state(_acting_state(algorithm))
+        local.set_state(algorithm._acting_weights_state)
 
 
 def _process_id(env_runner):

@@ -90,21 +90,18 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         optimizer = self.get_optimizer(module_id)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         global_norm_clip = config.grad_clip is not None and config.grad_clip_by == "global_norm"
-        ends = sorted({j for j in fused_update["target_syncs"] if 0 < j < k} | {k})
-        batched = self.targets_fixed_between_syncs(module_id, config)
+        if self.targets_fixed_between_syncs(module_id, config):  # one target pass per run of updates
+            ends = sorted({j for j in fused_update["target_syncs"] if 0 < j < k} | {k})
+        else:  # a target pass before every update
+            ends = range(1, k + 1)
         step_stats, target_stats, start = [], [], 0
-        for end in ends:  # the updates between two target copies
-            if batched:
-                rows = {c: t[start * size : end * size] for c, t in tensors.items()}
-                targets, extra = self.td_target(module_id, config, rows)
-                target_stats.append((end - start, extra))
+        for end in ends:  # updates start..end-1 read the same target networks
+            rows = {c: t[start * size : end * size] for c, t in tensors.items()}
+            targets, extra = self.td_target(module_id, config, rows)
+            target_stats.append((end - start, extra))
             for j in range(start, end):
                 batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
-                if batched:
-                    target = targets[(j - start) * size : (j - start + 1) * size]
-                else:
-                    target, extra = self.td_target(module_id, config, batch)
-                    target_stats.append((1, extra))
+                target = targets[(j - start) * size : (j - start + 1) * size]
                 q = module.compute_q_values({Columns.OBS: batch[Columns.OBS]})[QF_PREDS]
                 loss, stats = self.td_loss(config, q, batch[Columns.ACTIONS], target)
                 optimizer.zero_grad(set_to_none=True)
@@ -134,9 +131,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         out = {}
         for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS):
             t = torch.as_tensor(np.asarray(columns[c]))
-            if self._device.type == "cuda":
-                t = t.pin_memory().to(self._device, non_blocking=True)
-            out[c] = t.to(self._device)
+            out[c] = t.pin_memory().to(self._device, non_blocking=True) if self._device.type == "cuda" else t
         return out
 
     @staticmethod
