@@ -114,13 +114,14 @@ def latest(path) -> Path:
     """A checkpoint to resume from: `path` itself if it is one, else the newest complete
     checkpoint under `path` (a run folder: `path`/checkpoints/checkpoint_*, or `path`/checkpoint_*);
     CheckpointError if there is none."""
+    given = str(path)
     path = Path(path).expanduser().resolve()
     if (path / MANIFEST).is_file():
         check(path)
         return path
     if not path.is_dir():
-        raise CheckpointError(f"{str(path)!r} does not exist" if not path.exists() else
-                              f"{str(path)!r} is neither a checkpoint nor a run folder")
+        raise CheckpointError(f"no checkpoint or run folder at {given}" if not path.exists() else
+                              f"{given} is a file, not a checkpoint or run folder")
     candidates = sorted((p for folder in (path / "checkpoints", path) if folder.is_dir()
                          for p in folder.iterdir() if p.name.startswith(PREFIX)), reverse=True)
     problems = []

@@ -49,6 +49,11 @@ def is_atari(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.startswith("ALE/")
 
 
+def display_id(env) -> str:
+    """The gymnasium id a user gave, without the registration prefix RLlib's config holds."""
+    return str(env).removeprefix(_PREFIX)
+
+
 def is_minatar(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.startswith("MinAtar/")
 

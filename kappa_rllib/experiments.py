@@ -13,9 +13,11 @@ kappa-TRPO, TRPO/GAE alike), so a grid's default stop rule is `{"done": True}`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -125,11 +127,12 @@ def reregister_envs(grids) -> None:
 
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
-        checkpoint_every: int = 0, verbose: int = 1) -> dict:
+        checkpoint_every: int = 0, verbose: int = 1, compact: bool = False) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
     {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
-    `checkpoint_every` iterations (0: only at the end); the last two are kept."""
+    `checkpoint_every` iterations (0: only at the end); the last two are kept. `compact`: Tune
+    prints nothing and kappa_rllib.progress prints one compact table per grid instead."""
     from ray import tune
 
     from kappa_rllib import storage as stores
@@ -139,10 +142,18 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     results = {}
     for grid in grids:
         path = stores.join(storage, grid.name)
+        callbacks = []
+        if compact:
+            from kappa_rllib.progress import CompactProgress
+
+            callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()))], 0
         if resume and tune.Tuner.can_restore(path):
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                        resume_unfinished=True,
                                        resume_errored=True, restart_errored=False)
+            local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
+            if local is not None:
+                local.get_run_config().verbose, local.get_run_config().callbacks = verbose, callbacks
         else:
             if stores.holds_files(path):
                 raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
@@ -156,14 +167,32 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                     storage_path=storage,
                     stop=grid.stop,
                     verbose=verbose,
+                    callbacks=callbacks,
                     checkpoint_config=tune.CheckpointConfig(
                         checkpoint_frequency=checkpoint_every, checkpoint_at_end=True, num_to_keep=2
                     ),
                     failure_config=tune.FailureConfig(max_failures=1),
                 ),
             )
-        results[grid.name] = tuner.fit()
+        with _tune_output(new_engine=not compact):
+            results[grid.name] = tuner.fit()
     return results
+
+
+@contextlib.contextmanager
+def _tune_output(new_engine: bool):
+    """Tune's newer output engine prints a heading box per experiment even when silent; with our own
+    compact table we run Tune's older one (RAY_AIR_NEW_OUTPUT=0), which is silent at verbose 0."""
+    before = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    if not new_engine:
+        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = before
 
 
 def request_gpus(grids, gpus_per_trial: float) -> None:

@@ -399,6 +399,20 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
 
 
 # ----------------------------------------------------------------------------------- IQM
+# The set pyproject.toml pins for rliable (arch < 8 needs pandas < 3; statsmodels pinned with them).
+IQM_INSTALL = "pip install rliable 'arch>=7.2,<8' 'statsmodels>=0.14.4,<0.16' 'pandas>=2.2.3,<3'"
+
+
+def iqm_unavailable() -> str | None:
+    """Why rliable cannot run here (None if it can): a missing package, or one that fails at import
+    (e.g. an arch/statsmodels/pandas mismatch raising TypeError inside statsmodels)."""
+    try:
+        from rliable import library, metrics  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure of the stack means "no IQM", not a crash
+        return f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return None
+
+
 def iqm_with_ci(score_dict: dict, reps: int = 2000, seed: int = 0) -> dict:
     """{label: (IQM, lower, upper)} by rliable over an (n_runs x n_tasks) array per label."""
     from rliable import library as rly
@@ -617,11 +631,13 @@ def write_scores(runs: list[Run], out: Path) -> Path:
     return path
 
 
-def report(root, out=None, reps: int = 2000, include_unfinished: bool = False) -> list[Path]:
+def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
+           notes: list | None = None) -> list[Path]:
     """Writes every output for the Tune results under `root` into `out` (default: root/report);
     returns the paths written. Trials that have not reported `done` (still running, stopped or
     failed) are left out of everything but scores.csv unless `include_unfinished`.
-    Raises ValueError if `root` holds no trial results. A bucket URI `root` (s3://...) is read
+    Raises ValueError if `root` holds no trial results. If rliable cannot be imported, the IQM files
+    are skipped, everything else is written, and one line saying why is appended to `notes`. A bucket URI `root` (s3://...) is read
     through a local mirror of its result files, `out`/results (`out` default: ./<name>_report)."""
     from kappa_rllib import storage
 
@@ -645,7 +661,12 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False) -
                              "pass --include-unfinished to report them anyway")
     tables = build_tables(runs)
     paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished)
-    paths += write_iqm(tables, out, reps)
+    missing = iqm_unavailable()
+    if missing is None:
+        paths += write_iqm(tables, out, reps)
+    elif notes is not None:
+        notes.append(f"iqm.md/iqm.csv skipped: rliable does not import ({missing}); install a working set "
+                     f"with: {IQM_INSTALL}")
     lower = write_lower_gamma(runs, out)
     if lower:
         paths.append(lower)

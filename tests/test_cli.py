@@ -160,8 +160,10 @@ def test_evaluate_a_kappa_run(tmp_path, train_args):
     assert len(returns) == 3 and all(int(m.group(2)) - 1 <= float(m.group(1)) <= int(m.group(2)) for m in episodes)
     mean_line = next(line for line in proc.stdout.splitlines() if line.startswith("[evaluate] mean return"))
     assert f"{sum(returns) / 3:.1f}" in mean_line
-    proc = subprocess.run(CLI + ["evaluate", str(tmp_path / "nothing")], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    missing = tmp_path / "nothing"
+    proc = subprocess.run(CLI + ["evaluate", str(missing)], capture_output=True, text=True, timeout=60)
+    # what was expected, and the path once
+    assert proc.returncode == 2 and proc.stderr == f"kappa-rllib: error: no checkpoint or run folder at {missing}\n"
 
 
 def test_train_file_refuses_grids_and_files_without_config(tmp_path):
@@ -189,3 +191,97 @@ def test_every_help_ends_with_an_example_and_ray_verbs_take_an_address(verb, cap
     if verb in ("train", "compare", "evaluate", "tune"):  # the verbs that run Ray
         flat = " ".join(text.split())
         assert "--address ADDRESS" in flat and "ray://HOST:10001 (Ray Client" in flat and "$RAY_ADDRESS" in flat
+
+
+def test_known_harmless_warnings_are_hidden_by_logger_and_message_and_real_ones_come_through():
+    import logging
+
+    from kappa_rllib.cli import quiet
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    handler = Keep(level=logging.DEBUG)
+    loggers = [logging.getLogger(name) for name, _, _ in quiet.KNOWN_HARMLESS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        quiet.hide_known_warnings()
+        quiet.hide_known_warnings()  # idempotent: one filter per logger
+        for (name, piece, _), logger in zip(quiet.KNOWN_HARMLESS, loggers):
+            logger.warning(f"before {piece} after")
+            logger.warning(f"a real warning from {name}")
+        logging.getLogger("ray.rllib.somewhere_else").warning("on the new API stack! (another logger)")
+        assert seen == [f"a real warning from {name}" for name, _, _ in quiet.KNOWN_HARMLESS]
+        seen.clear()
+        quiet.show_all_warnings()  # --verbose
+        for (name, piece, _), logger in zip(quiet.KNOWN_HARMLESS, loggers):
+            logger.warning(f"before {piece} after")
+        assert len(seen) == len(quiet.KNOWN_HARMLESS)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        quiet.show_all_warnings()
+
+
+def test_the_new_api_stack_notice_is_hidden_unless_verbose():
+    args = CLI + ["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--dry-run"]
+    quiet_run = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    loud_run = subprocess.run(args + ["--verbose"], capture_output=True, text=True, timeout=120)
+    assert quiet_run.returncode == loud_run.returncode == 0
+    assert "new API stack" not in quiet_run.stderr + quiet_run.stdout
+    assert "You are running KappaPIDQN on the new API stack!" in loud_run.stderr
+
+
+def test_compact_progress_table_has_the_grid_axes_steps_return_and_status():
+    from types import SimpleNamespace
+
+    from kappa_rllib.progress import CompactProgress
+
+    printed = []
+    progress = CompactProgress("kappa_pi_dqn", ["kappa", "c_fa", "seed"], interval_s=0.0, out=printed.append)
+    trials = [SimpleNamespace(trial_id=f"t{i}", status=status, evaluated_params={"kappa": k, "c_fa": 0.05, "seed": s},
+                              error_file=None)
+              for i, (status, k, s) in enumerate([("TERMINATED", 0.84, 0), ("RUNNING", 0.84, 1), ("PENDING", 0.68, 0)])]
+    progress.setup()
+    progress.on_trial_result(1, trials, trials[0], {"training_iteration": 20, "time_total_s": 51.2,
+                             "env_runners": {"num_env_steps_sampled_lifetime": 20000, "episode_return_mean": 182.25}})
+    progress.on_trial_result(1, trials, trials[1], {"training_iteration": 3, "time_total_s": 7.0,
+                             "env_runners": {"num_env_steps_sampled_lifetime": 3000}})
+    progress.on_step_end(1, trials)
+    progress.on_step_end(2, trials)  # nothing changed since: no second table
+    assert len(printed) == 1
+    lines = printed[0].splitlines()
+    assert lines[0].startswith("[tune] kappa_pi_dqn after ") and lines[0].endswith("1 pending, 1 running, 1 terminated")
+    assert lines[1].split() == ["kappa", "c_fa", "seed", "status", "iter", "env", "steps", "return", "time", "s"]
+    assert lines[2].split() == ["0.84", "0.05", "0", "terminated", "20", "20,000", "182.2", "51"]
+    assert lines[3].split() == ["0.84", "0.05", "1", "running", "3", "3,000", "-", "7"]
+    assert lines[4].split() == ["0.68", "0.05", "0", "pending", "0", "0", "-", "0"]
+
+
+def test_run_folders_from_python_create_trim_and_read_back(tmp_path):
+    from kappa_rllib import KappaPIDQNConfig, runs
+
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.2, total_env_steps=20_000)
+    run_dir = runs.create(tmp_path, "kappa-pi-dqn", config, command=["python"])
+    assert run_dir.name.startswith("kappa-pi-dqn_CartPole-v1_k0.84_c0.2_g0.99_s0_")
+    with open(run_dir / "progress.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=runs.PROGRESS_COLUMNS)
+        writer.writeheader()
+        for i in (1, 2, 3):
+            writer.writerow({**dict.fromkeys(runs.PROGRESS_COLUMNS, "-"), "training_iteration": i, "env_steps": 1000 * i,
+                             "episode_return_mean": 10.5 * i})
+    (run_dir / "result.json").write_text('{"training_iteration": 1}\n{"training_iteration": 2}\n{"training_it')
+    runs.trim(run_dir, 2)  # a crash after checkpoint 2: row 3 and the torn line go
+    meta, rows = runs.read(run_dir)
+    assert meta == {"algo": "kappa-pi-dqn", "env": "CartPole-v1", "total_env_steps": 20000, "finished": False,
+                    "command": ["python"]}
+    assert [(r["training_iteration"], r["env_steps"], r["episode_return_mean"]) for r in rows] == [(1, 1000, 10.5),
+                                                                                                   (2, 2000, 21.0)]
+    assert (run_dir / "result.json").read_text() == '{"training_iteration": 1}\n{"training_iteration": 2}\n'
+    assert json.loads((run_dir / "params.json").read_text())["kappa"] == 0.84
+    with pytest.raises(runs.RunError, match=f"^{tmp_path} is not a `kappa-rllib train` run folder"):
+        runs.resume(tmp_path)

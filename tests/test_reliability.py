@@ -386,3 +386,51 @@ def test_a_killed_env_runner_is_restarted_and_explores_at_the_global_step():
         algo.stop()
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["evaluate", "{tmp}/no/such/path"], "no checkpoint or run folder at {tmp}/no/such/path"),
+    (["evaluate", "{tmp}/a_file"], "{tmp}/a_file is a file, not a checkpoint or run folder"),
+    (["train", "--resume", "{tmp}/no/such/run"], "--resume: {tmp}/no/such/run is not a `kappa-rllib train` run folder"),
+])
+def test_a_missing_checkpoint_says_what_was_expected_and_names_the_path_once(files, args, expected, capsys):
+    args = [a.replace("{tmp}", str(files)) for a in args]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kappa-rllib: error: " + expected.replace("{tmp}", str(files))), err
+    assert err.count(str(files)) == 1 and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    # C_FA is out of range and T is below one batch: the user hears of C_FA (its own range) first
+    (["train", "--algo", "kappa-pi-trpo", "--env", "Pendulum-v1", "--c-fa", "1.5", "--total-steps", "1000"],
+     "c_fa must lie in the open interval (0, 1), got 1.5"),
+    (["train", "--algo", "kappa-vi-trpo", "--env", "Pendulum-v1", "--kappa", "-0.5", "--total-steps", "1000"],
+     "kappa must lie in [0, 1], got -0.5"),
+    # kappa out of range and the CartPole preset's learning start (1,000) not below T: kappa first
+    (DQN + ["--kappa", "1.2", "--total-steps", "500"], "kappa must lie in [0, 1], got 1.2"),
+    # three wrong settings: all three, in one line
+    (["train", "--algo", "kappa-pi-trpo", "--env", "Pendulum-v1", "--c-fa", "1.5", "--kappa", "2", "--gamma", "1",
+      "--total-steps", "1000"],
+     "3 settings are wrong: gamma must lie in [0, 1), got 1.0; kappa must lie in [0, 1], got 2.0; "
+     "c_fa must lie in the open interval (0, 1), got 1.5"),
+])
+def test_each_setting_s_own_range_comes_before_relations_between_settings(args, message, capsys, tmp_path):
+    assert main(args + ["--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"kappa-rllib: error: {message}\n"
+
+
+def test_the_api_reports_own_ranges_first_and_all_at_once():
+    config = KappaPITRPOConfig().environment("Pendulum-v1").training(c_fa=1.5, total_env_steps=1000)
+    with pytest.raises(ValueError, match=r"^c_fa must lie in the open interval \(0, 1\), got 1.5$"):
+        config.validate()
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=2.0, lr=-1.0, train_batch_size=0)
+    with pytest.raises(ValueError) as e:
+        config.validate()
+    assert str(e.value).startswith("3 settings are wrong: ") and all(
+        m in str(e.value) for m in ("train_batch_size must be an int >= 1, got 0", "kappa must lie in [0, 1], got 2.0",
+                                    "lr must be a number > 0, got -1.0"))
+    # once each is in range, the relation is the one left
+    config.training(kappa=0.84, lr=1e-4, train_batch_size=32, total_env_steps=5_000)
+    with pytest.raises(ValueError, match="num_steps_sampled_before_learning_starts=10000 is not below"):
+        config.validate()

@@ -198,3 +198,32 @@ def test_report_command_prints_the_table_and_refuses_an_empty_folder(results, tm
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "no trial results" in capsys.readouterr().err
+
+
+def test_rliable_library_imports():
+    """The pinned set (pyproject: rliable, arch < 8, statsmodels, pandas < 3) imports together; a
+    statsmodels that does not fit arch once broke `import arch` with a TypeError inside statsmodels."""
+    import rliable.library  # noqa: F401
+
+    assert report.iqm_unavailable() is None
+
+
+def test_report_without_rliable_writes_the_rest_and_says_what_is_missing(results, tmp_path, capsys, monkeypatch):
+    """As with a statsmodels that does not fit arch: `import rliable` raises a TypeError from deep inside."""
+    import sys
+
+    root, _, _ = results
+    broken = tmp_path / "site" / "rliable"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise TypeError('deprecate_kwarg() missing 1 required positional argument')\n")
+    for name in [m for m in sys.modules if m == "rliable" or m.startswith("rliable.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert main(["report", str(root / "grid"), "--out", str(tmp_path / "r")]) == 0
+    captured = capsys.readouterr()
+    written = {p.name for p in (tmp_path / "r").iterdir()}
+    assert {"table.md", "table.csv", "table.tex", "scores.csv", "lower_gamma.md"} <= written
+    assert not {"iqm.md", "iqm.csv"} & written
+    notes = [line for line in captured.out.splitlines() if "iqm.md/iqm.csv skipped" in line]
+    assert len(notes) == 1 and "TypeError: deprecate_kwarg()" in notes[0] and "pip install rliable 'arch>=7.2,<8'" in notes[0]
+    assert "Traceback" not in captured.out + captured.err

@@ -1,4 +1,10 @@
-"""Config pieces shared by the kappa-DQN and (kappa-)TRPO configs."""
+"""Config pieces shared by the kappa-DQN and (kappa-)TRPO configs.
+
+Validation runs in two stages (`TwoStageValidationMixin`): first every setting's own range
+(kappa in [0, 1], C_FA in (0, 1), counts, rates, ...), all of them, reported together in one line;
+then RLlib's own checks; then the checks that relate settings to each other (T against a batch,
+the learning start, N_kappa). A user who sets C_FA = 1.5 and a tiny T hears about C_FA first.
+"""
 
 from __future__ import annotations
 
@@ -36,20 +42,73 @@ def check_bool(name: str, value) -> None:
         raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
+class SettingProblems:
+    """Collects the problems of the own-range checks, so that several wrong settings are named at once."""
+
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def check(self, check, *args) -> bool:
+        """Runs `check(*args)`; a ValueError/TypeError it raises is kept. True if it passed."""
+        try:
+            check(*args)
+            return True
+        except (ValueError, TypeError) as e:
+            self.add(str(e))
+            return False
+
+    def add(self, problem: str) -> None:
+        problem = " ".join(problem.split())
+        if problem not in self.problems:  # e.g. T, checked by two mixins
+            self.problems.append(problem)
+
+    def raise_if_any(self) -> None:
+        if len(self.problems) == 1:
+            raise ValueError(self.problems[0])
+        if self.problems:
+            raise ValueError(f"{len(self.problems)} settings are wrong: " + "; ".join(self.problems))
+
+
+class TwoStageValidationMixin:
+    """`validate()`: own ranges (all at once), RLlib's checks, then relations between settings.
+
+    Subclasses extend `check_ranges(problems)` and `check_relations()`, calling super()."""
+
+    def validate(self) -> None:
+        problems = SettingProblems()
+        self.check_ranges(problems)
+        problems.raise_if_any()
+        super().validate()  # RLlib's own checks (they expect the types checked above)
+        self.check_relations()
+
+    def check_ranges(self, problems: SettingProblems) -> None:
+        pass
+
+    def check_relations(self) -> None:
+        pass
+
+
+def check_env_known(env) -> None:
+    if isinstance(env, str):
+        envs.check_env_id(env)
+
+
 class RawSamplingMixin:
     """Settings checks for the raw-transition EnvRunner that every algorithm here samples with."""
 
-    def validate_counts(self) -> None:
+    def check_sampling_ranges(self, problems: SettingProblems) -> None:
         """Counts every algorithm here uses, checked before RLlib's own `validate` (which would
-        fail on a wrong type with a message that does not name the setting)."""
-        check_int("num_env_runners", self.num_env_runners, 0)
-        check_int("num_envs_per_env_runner", self.num_envs_per_env_runner, 1)
-        check_int("train_batch_size", self.train_batch_size, 1)
+        fail on a wrong type with a message that does not name the setting), and what the
+        raw-transition EnvRunner needs."""
+        problems.check(check_int, "num_env_runners", self.num_env_runners, 0)
+        problems.check(check_int, "num_envs_per_env_runner", self.num_envs_per_env_runner, 1)
+        problems.check(check_int, "train_batch_size", self.train_batch_size, 1)
         if self.seed is not None:
-            check_int("seed", self.seed, 0)
+            problems.check(check_int, "seed", self.seed, 0)
+        problems.check(self._check_sampling)
+        problems.check(check_env_known, self.env)
 
-    def validate_sampling(self) -> None:
-        """What the raw-transition EnvRunner needs (kappa_rllib.env_runner)."""
+    def _check_sampling(self) -> None:
         from kappa_rllib.env_runner import RawTransitionEnvRunner
 
         if not (isinstance(self.env_runner_cls, type) and issubclass(self.env_runner_cls, RawTransitionEnvRunner)):
@@ -97,15 +156,18 @@ class KappaConfigMixin:
             return self.schedule_length
         return num_iterations(self.kappa, self.c_fa, self.gamma)
 
-    def validate_kappa_schedule(self, unit: str) -> None:
-        """One-line ValueErrors naming the setting."""
-        validate_kappa(self.kappa)
-        validate_c_fa(self.c_fa)
+    def check_kappa_ranges(self, problems: SettingProblems) -> None:
+        """kappa, C_FA, the variant's options and T, each on its own (one-line messages)."""
+        kappa_ok = problems.check(validate_kappa, self.kappa)
+        problems.check(validate_c_fa, self.c_fa)
         if not self.kappa_variant:
-            raise ValueError(f"use the PI or VI config class, not {type(self).__name__}")
-        self.kappa_plan  # validates the variant's own options
-        if not (isinstance(self.total_env_steps, int) and self.total_env_steps >= 1):
-            raise ValueError(f"total_env_steps must be a positive int, got {self.total_env_steps!r}")
+            problems.add(f"use the PI or VI config class, not {type(self).__name__}")
+        elif kappa_ok:
+            problems.check(lambda: self.kappa_plan)  # validates the variant's own options
+        problems.check(check_int, "total_env_steps", self.total_env_steps, 1)
+
+    def check_kappa_schedule(self, unit: str) -> None:
+        """T against N_kappa (after every setting's own range is known good)."""
         if self.num_kappa_iterations > self.schedule_length:
             raise ValueError(
                 f"total_env_steps={self.total_env_steps} gives {self.schedule_length} {unit} < "

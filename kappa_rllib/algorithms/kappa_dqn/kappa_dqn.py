@@ -32,6 +32,8 @@ from kappa_rllib.algorithms.config_mixins import (
     EnvIdMixin,
     KappaConfigMixin,
     RawSamplingMixin,
+    SettingProblems,
+    TwoStageValidationMixin,
     check_bool,
     check_int,
     check_positive,
@@ -53,7 +55,7 @@ from kappa_rllib.variant import PHI_MODULE_ID, PI, VI
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
 
-class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
+class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
     """Shared config of kappa-PI-DQN and kappa-VI-DQN; use the two subclasses."""
 
     def __init__(self, algo_class=None):
@@ -143,36 +145,22 @@ class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
 
         return KappaDQNTorchLearner
 
-    def validate(self) -> None:
-        """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
-        self.validate_counts()
-        super().validate()
-        validate_gamma(self.gamma)
-        self.validate_kappa_schedule("env steps")
+    def check_ranges(self, problems: SettingProblems) -> None:
+        """Each setting on its own (all problems named at once; see config_mixins)."""
+        self.check_sampling_ranges(problems)
+        problems.check(validate_gamma, self.gamma)
+        self.check_kappa_ranges(problems)
         for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_sample",
                      "updates_per_learner_call", "target_network_update_freq"):
-            check_int(name, getattr(self, name), 1)
-        check_int("num_steps_sampled_before_learning_starts", self.num_steps_sampled_before_learning_starts, 0)
-        if self.num_steps_sampled_before_learning_starts >= self.total_env_steps:
-            raise ValueError(
-                f"num_steps_sampled_before_learning_starts={self.num_steps_sampled_before_learning_starts} is not "
-                f"below total_env_steps={self.total_env_steps}: the run would end without one update; lower it "
-                "or raise total_env_steps"
-            )
+            problems.check(check_int, name, getattr(self, name), 1)
+        problems.check(check_int, "num_steps_sampled_before_learning_starts",
+                       self.num_steps_sampled_before_learning_starts, 0)
         if not isinstance(self.lr, (list, tuple)):  # RLlib also takes an lr schedule
-            check_positive("lr", self.lr)
-        capacity = self.replay_buffer_config.get("capacity")
-        check_int("replay_buffer_config['capacity']", capacity, 1)
-        if capacity < self.train_batch_size:
-            raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
-                             f"train_batch_size={self.train_batch_size}")
-        fragment = self.get_rollout_fragment_length()
-        if self.env_steps_per_sample % fragment:
-            raise ValueError(
-                f"env_steps_per_sample={self.env_steps_per_sample} must be a multiple of "
-                f"rollout_fragment_length={fragment} (the unit updates are counted in)"
-            )
-        self.validate_sampling()
+            problems.check(check_positive, "lr", self.lr)
+        problems.check(check_int, "replay_buffer_config['capacity']", self.replay_buffer_config.get("capacity"), 1)
+        problems.check(self._check_supported)
+
+    def _check_supported(self) -> None:
         if self.v_phi_source not in ("paper", "authors"):
             raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
         check_bool("overlap_sampling", self.overlap_sampling)
@@ -201,8 +189,27 @@ class KappaDQNConfig(EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
                 f"replay_buffer_config['type'] must be {UNIFORM_REPLAY!r} (the paper's uniform "
                 f"replay), got {self.replay_buffer_config.get('type')!r}"
             )
+
+    def check_relations(self) -> None:
+        """Settings against each other, once each is in its own range."""
+        self.check_kappa_schedule("env steps")
+        if self.num_steps_sampled_before_learning_starts >= self.total_env_steps:
+            raise ValueError(
+                f"num_steps_sampled_before_learning_starts={self.num_steps_sampled_before_learning_starts} is not "
+                f"below total_env_steps={self.total_env_steps}: the run would end without one update; lower it "
+                "or raise total_env_steps"
+            )
+        capacity = self.replay_buffer_config.get("capacity")
+        if capacity < self.train_batch_size:
+            raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
+                             f"train_batch_size={self.train_batch_size}")
+        fragment = self.get_rollout_fragment_length()
+        if self.env_steps_per_sample % fragment:
+            raise ValueError(
+                f"env_steps_per_sample={self.env_steps_per_sample} must be a multiple of "
+                f"rollout_fragment_length={fragment} (the unit updates are counted in)"
+            )
         if isinstance(self.env, str):
-            envs.check_env_id(self.env)
             space = envs.action_space_of(self.env, self.env_config)
             if not isinstance(space, Discrete):
                 raise ValueError(

@@ -61,12 +61,16 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         """T in TRPO iterations (batches); env steps beyond a whole batch are not used."""
         return int(self.total_env_steps) // int(self.train_batch_size)
 
-    def validate(self) -> None:
-        super().validate()
+    def check_ranges(self, problems) -> None:
+        super().check_ranges(problems)
+        self.check_kappa_ranges(problems)
         if self.lambda_ != 1.0:
-            raise ValueError(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
-                             "lambda only applies to the GAE baseline (TRPOConfig)")
-        self.validate_kappa_schedule("TRPO iterations")
+            problems.add(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
+                         "lambda only applies to the GAE baseline (TRPOConfig)")
+
+    def check_relations(self) -> None:
+        super().check_relations()
+        self.check_kappa_schedule("TRPO iterations")
 
 
 class KappaPITRPOConfig(KappaTRPOConfig):

@@ -24,7 +24,14 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib import defaults, envs
-from kappa_rllib.algorithms.config_mixins import EnvIdMixin, RawSamplingMixin, check_int, check_positive
+from kappa_rllib.algorithms.config_mixins import (
+    EnvIdMixin,
+    RawSamplingMixin,
+    SettingProblems,
+    TwoStageValidationMixin,
+    check_int,
+    check_positive,
+)
 from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.sampling import report_runtime, sample_env_steps, sync_env_runner_weights
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
@@ -36,7 +43,7 @@ _TRPO_SETTINGS = (
 )
 
 
-class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
+class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TRPO)
         # The paper's Table 4 and the authors' code (docs/paper-settings.md)
@@ -97,24 +104,22 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
 
         return TRPOTorchLearner
 
-    def validate(self) -> None:
-        """RLlib's checks, then ours; ours raise a one-line ValueError naming the setting."""
-        self.validate_counts()
-        super().validate()
-        validate_gamma(self.gamma)
-        if not 0.0 <= self.lambda_ <= 1.0:
+    def check_ranges(self, problems: SettingProblems) -> None:
+        """Each setting on its own (all problems named at once; see config_mixins)."""
+        self.check_sampling_ranges(problems)
+        problems.check(validate_gamma, self.gamma)
+        problems.check(self._check_trpo_settings)
+        for name in ("max_kl", "cg_damping", "vf_lr"):
+            problems.check(check_positive, name, getattr(self, name))
+        for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "fvp_subsample",
+                     "total_env_steps"):
+            problems.check(check_int, name, getattr(self, name), 1)
+
+    def _check_trpo_settings(self) -> None:
+        if isinstance(self.lambda_, bool) or not (isinstance(self.lambda_, (int, float)) and 0.0 <= self.lambda_ <= 1.0):
             raise ValueError(f"lambda must lie in [0, 1], got {self.lambda_!r}")
         if not (isinstance(self.kl_accept_factor, (int, float)) and self.kl_accept_factor >= 1.0):
             raise ValueError(f"kl_accept_factor must be a number >= 1, got {self.kl_accept_factor!r}")
-        for name in ("max_kl", "cg_damping", "vf_lr"):
-            check_positive(name, getattr(self, name))
-        for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "train_batch_size",
-                     "fvp_subsample", "total_env_steps"):
-            check_int(name, getattr(self, name), 1)
-        if self.total_env_steps < self.train_batch_size:
-            raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
-                             f"(train_batch_size={self.train_batch_size}); raise total_env_steps")
-        self.validate_sampling()
         if self.num_learners > 1:
             raise ValueError(
                 f"num_learners={self.num_learners}: TRPO's conjugate-gradient step runs on one learner "
@@ -122,8 +127,11 @@ class TRPOConfig(EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
             )
         if self.model_config.get("vf_share_layers"):
             raise ValueError("vf_share_layers=True: TRPO trains the value net separately from the policy")
-        if isinstance(self.env, str):
-            envs.check_env_id(self.env)
+
+    def check_relations(self) -> None:
+        if self.total_env_steps < self.train_batch_size:
+            raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
+                             f"(train_batch_size={self.train_batch_size}); raise total_env_steps")
 
 
 class TRPO(ManifestMixin, Algorithm):

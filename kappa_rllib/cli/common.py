@@ -1,0 +1,81 @@
+"""What every verb shares: the one-line usage error, argument types, the algorithm names."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+DQN_FAMILY = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
+TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
+ALGORITHMS = DQN_FAMILY + TRPO_FAMILY
+KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo")
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # stopped by SIGINT / SIGTERM (after writing a checkpoint)
+
+
+class UsageError(Exception):
+    """A bad argument or setting: reported as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + error; we print one line
+        raise UsageError(message)
+
+
+def one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+def error(message) -> int:
+    print(f"kappa-rllib: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def number(name):
+    def parse(text):
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--{name} must be a number, got {text!r}") from None
+
+    return parse
+
+
+def int_at_least(minimum: int, what: str):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1, "a positive integer")
+non_negative_int = int_at_least(0, "an integer >= 0")
+
+
+def gpu_share(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs >= 0, got {text!r}") from None
+    if not value >= 0 or (value > 1 and not value.is_integer()):
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs: a share in [0, 1] or a whole number, got {text!r}")
+    return value
+
+
+def check_output(option: str, folder) -> None:
+    """The output folder can be created and written, checked before Ray starts."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{option} {str(folder)!r}: cannot create the folder ({e.strerror or e})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {str(folder)!r}: the folder is not writable")

@@ -1,0 +1,42 @@
+"""`kappa-rllib report FOLDER`: tables, IQM, curves and heat-maps from Tune results (no re-running)."""
+
+from __future__ import annotations
+
+from kappa_rllib.cli.common import error, one_line, positive_int
+
+
+def add_parser(sub) -> None:
+    report_p = sub.add_parser(
+        "report", help="tables (md/csv/tex), IQM, curves and heat-maps from Tune results",
+        description="Reads the Tune results under a folder (no re-running) and writes table.md/.csv/.tex (the paper's "
+                    "Table 1/2 columns with 95%% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
+                    "curves_*.png, heatmap_*.png and scores.csv.",
+        epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")
+    report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results), "
+                          "or its bucket URI (s3://BUCKET/PATH/<file name>: the result files are mirrored to "
+                          "OUT/results, checkpoints are not read)")
+    report_p.add_argument("--out", default=None, help="output folder (default: FOLDER/report; for a URI "
+                          "./<name>_report)")
+    report_p.add_argument("--include-unfinished", action="store_true",
+                          help="also score trials that have not reached their T (running, stopped or failed)")
+    report_p.add_argument("--bootstrap-reps", type=positive_int, default=2000,
+                          help="stratified-bootstrap repetitions for the IQM CIs (default 2000)")
+
+
+def main(args) -> int:
+    from kappa_rllib import report
+
+    notes: list[str] = []
+    try:
+        paths = report.report(args.folder, args.out, reps=args.bootstrap_reps,
+                              include_unfinished=args.include_unfinished, notes=notes)
+    except (ValueError, OSError) as e:
+        return error(one_line(e))
+    table = next(p for p in paths if p.name == "table.md")
+    print(table.read_text())
+    print("[report] wrote:")
+    for p in paths:
+        print(f"  {p.resolve()}")
+    for note in notes:
+        print(f"[report] {note}")
+    return 0

@@ -1,0 +1,106 @@
+"""`kappa-rllib tune FILE`: an experiment file's grids (kappa x C_FA x seed ...) with Ray Tune."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kappa_rllib.cli import report as report_verb
+from kappa_rllib.cli.common import UsageError, check_output, error, gpu_share, one_line, positive_int
+from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
+
+
+def add_parser(sub) -> None:
+    tune_p = sub.add_parser(
+        "tune", help="run an experiment file's grids with Ray Tune",
+        description="Runs the grids a tune_configs/ file defines (kappa x C_FA x seed ...) with Ray Tune: one "
+                    "compact progress table per grid on the terminal (--verbose: Tune's own output), results "
+                    "and TensorBoard logs under --storage, a checkpoint at the end of every trial (and every "
+                    "--checkpoint-every iterations).",
+        epilog="example: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage results/tune && "
+               "kappa-rllib report results/tune/cartpole_dqn")
+    tune_p.add_argument("file", help="a Python file defining experiments(smoke) (or config and stop)")
+    tune_p.add_argument("--smoke", action="store_true", help="the file's ~1 minute version (2 kappa x 2 seeds, tiny T)")
+    tune_p.add_argument("--storage", default="results/tune",
+                        help="parent folder, or a bucket URI (s3://BUCKET/PATH, gs://...); results go to "
+                             "STORAGE/<file name>[_smoke]/<grid>/. On a cluster it must be shared: an NFS mount at "
+                             "the same path on every node, or a bucket (default: results/tune)")
+    tune_p.add_argument("--resume", action="store_true",
+                        help="continue a stopped run in the same --storage: unfinished and errored trials go on "
+                             "from their last checkpoint, finished ones are kept; a grid with nothing stored yet "
+                             "starts afresh (so a retried cluster job can always pass --resume)")
+    tune_p.add_argument("--max-concurrent", type=positive_int, default=None,
+                        help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
+    tune_p.add_argument("--checkpoint-every", type=int, default=0,
+                        help="also checkpoint every N training iterations (default 0: only at the end)")
+    add_ray_options(tune_p)
+    tune_p.add_argument("--grids", default=None,
+                        help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
+    tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
+    tune_p.add_argument("--torch-threads", type=positive_int, default=1, help="torch threads per trial")
+    tune_p.add_argument("--gpus-per-trial", type=gpu_share, default=0.0,
+                        help="GPUs for each trial's learner (RLlib's num_gpus_per_learner; a share such as 0.25 "
+                             "packs 4 trials on a GPU); Ray places such trials on GPU nodes (cluster/). Default 0")
+
+
+def _select(grids, names: str | None, file: str):
+    if not names:
+        return grids
+    wanted = [g.strip() for g in names.split(",") if g.strip()]
+    unknown = sorted(set(wanted) - {g.name for g in grids})
+    if unknown:
+        raise ValueError(f"--grids: {file} has no grid(s) {unknown}; it has {[g.name for g in grids]}")
+    by_name = {g.name: g for g in grids}
+    return [by_name[name] for name in dict.fromkeys(wanted)]  # in the order given
+
+
+def _check_storage(args) -> None:
+    from kappa_rllib import storage as stores
+
+    if stores.is_uri(args.storage):
+        stores.check_uri("--storage", args.storage)
+    elif (args.address or "").startswith("ray://"):  # Tune's driver runs on the cluster's head
+        if not Path(args.storage).is_absolute():
+            raise ValueError(f"--storage {args.storage!r}: with Ray Client give an absolute path on the "
+                             "cluster (its shared volume, e.g. /mnt/results) or a bucket URI")
+    else:
+        check_output("--storage", args.storage)
+
+
+def main(args) -> int:
+    """Every grid of the file, validated before Ray starts."""
+    from kappa_rllib import experiments
+    from kappa_rllib import storage as stores
+
+    try:
+        grids = _select(experiments.load_file(args.file, smoke=args.smoke), args.grids, args.file)
+        for grid in grids:
+            grid.validate()
+        if args.checkpoint_every < 0:
+            raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+        if args.gpus_per_trial:
+            check_local_gpus(args)
+            experiments.request_gpus(grids, args.gpus_per_trial)
+        _check_storage(args)
+        check_address(args)
+    except (ValueError, TypeError, OSError, UsageError) as e:
+        return error(one_line(e))
+    storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))
+    total = sum(g.num_trials() for g in grids)
+    print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage}")
+    for grid in grids:
+        axes = ", ".join(f"{k} {v}" for k, v in grid.axes().items())
+        print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
+    start_ray(args, args.torch_threads)  # a UsageError reaches main()
+    try:
+        results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
+                                  checkpoint_every=args.checkpoint_every, compact=not args.verbose)
+    except ValueError as e:
+        return error(one_line(e))
+    errors = sum(1 for rg in results.values() for r in rg if r.error)
+    print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
+    if args.report:
+        return report_verb.main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
+                                                   include_unfinished=False))
+    print(f"[tune] tables and plots: kappa-rllib report {storage}")
+    return 1 if errors else 0
