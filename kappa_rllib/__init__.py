@@ -21,6 +21,10 @@ _LAZY = {
     "KappaPITRPOConfig": "kappa_rllib.algorithms.kappa_trpo",
     "KappaVITRPO": "kappa_rllib.algorithms.kappa_trpo",
     "KappaVITRPOConfig": "kappa_rllib.algorithms.kappa_trpo",
+    "KappaPIPPO": "kappa_rllib.algorithms.kappa_ppo",
+    "KappaPIPPOConfig": "kappa_rllib.algorithms.kappa_ppo",
+    "KappaVIPPO": "kappa_rllib.algorithms.kappa_ppo",
+    "KappaVIPPOConfig": "kappa_rllib.algorithms.kappa_ppo",
     "TRPO": "kappa_rllib.algorithms.trpo",
     "TRPOConfig": "kappa_rllib.algorithms.trpo",
 }

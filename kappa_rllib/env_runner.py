@@ -155,19 +155,7 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
         return actions, self._to_env(actions), logps
 
     def _to_env(self, actions: np.ndarray) -> list:
-        """What RLlib's module-to-env connector does to actions: for a Box space, unsquash from
-        [-1, 1] to the bounds (`normalize_actions`, RLlib's default) or clip (`clip_actions`)."""
-        space = self.env.single_action_space
-        if isinstance(space, gym.spaces.Box) and space.dtype.kind == "f":
-            low, high = space.low, space.high
-            if self.config.normalize_actions:
-                if np.all(space.bounded_below) and np.all(space.bounded_above):  # RLlib's unsquash_action
-                    actions = np.clip(low + (actions + 1.0) * (high - low) / 2.0, low, high)
-                return list(actions)
-            if self.config.clip_actions:
-                return list(np.clip(actions, low, high))
-            return list(actions)
-        return [a.item() if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in actions]
+        return to_env_actions(actions, self.env.single_action_space, self.config)
 
     def _new_part(self, i: int) -> dict:
         return {"obs": [self._obs[i]], "actions": [], "rewards": [], "logp": [], "life_lost": []}
@@ -254,3 +242,28 @@ def split_segments(columns: dict) -> list[dict]:
         }
         for a, b in zip(starts, ends)
     ]
+
+
+def to_env_actions(actions: np.ndarray, space, config) -> list:
+    """What RLlib's module-to-env connector does to actions: for a Box space, unsquash from
+    [-1, 1] to the bounds (`normalize_actions`, RLlib's default) or clip (`clip_actions`)."""
+    if isinstance(space, gym.spaces.Box) and space.dtype.kind == "f":
+        low, high = space.low, space.high
+        if config.normalize_actions:
+            if np.all(space.bounded_below) and np.all(space.bounded_above):  # RLlib's unsquash_action
+                actions = np.clip(low + (actions + 1.0) * (high - low) / 2.0, low, high)
+            return list(actions)
+        if config.clip_actions:
+            return list(np.clip(actions, low, high))
+        return list(actions)
+    return [a.item() if isinstance(a, np.ndarray) and a.ndim == 0 else a for a in actions]
+
+
+@torch.no_grad()
+def greedy_action(module, obs, space, config):
+    """The deterministic action of a policy module (argmax / the mean) for one observation, as the
+    env takes it: what `evaluate` runs for algorithms sampled by RLlib's own EnvRunner (PPO)."""
+    out = module.forward_inference({Columns.OBS: torch.from_numpy(_float32(np.asarray(obs)[None]))})
+    dist = module.get_inference_action_dist_cls().from_logits(out[Columns.ACTION_DIST_INPUTS]).to_deterministic()
+    return to_env_actions(dist.sample().numpy(), space, config)[0]
+

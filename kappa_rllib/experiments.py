@@ -246,7 +246,9 @@ def _classes(family: str):
         return {"pi": k.KappaPIDQNConfig, "vi": k.KappaVIDQNConfig, "baseline": k.KappaPIDQNConfig}
     if family == "trpo":
         return {"pi": k.KappaPITRPOConfig, "vi": k.KappaVITRPOConfig, "baseline": k.TRPOConfig}
-    raise ValueError(f"family must be 'dqn' or 'trpo', got {family!r}")
+    if family == "ppo":  # the baseline is kappa-PI-PPO at kappa = 1: exactly PPO with lambda = 1
+        return {"pi": k.KappaPIPPOConfig, "vi": k.KappaVIPPOConfig, "baseline": k.KappaPIPPOConfig}
+    raise ValueError(f"family must be 'dqn', 'trpo' or 'ppo', got {family!r}")
 
 
 # Tiny budgets for `--smoke` (about a minute a grid on 2 cores; nothing is learned, everything runs).
@@ -255,6 +257,7 @@ SMOKE_SETTINGS = {
             "replay_buffer_config": {"type": "UniformReplayBuffer", "capacity": 2_000}},
     # 60 batches of 128 steps: >= N_kappa (52 at kappa 0.68, C_FA 0.2)
     "trpo": {"total_env_steps": 60 * 128, "train_batch_size": 128},
+    "ppo": {"total_env_steps": 60 * 128, "train_batch_size": 128, "minibatch_size": 64, "num_epochs": 2},
 }
 
 
@@ -293,7 +296,7 @@ def paper_grids(family: str, env_ids, *, kappas, c_fa, num_seeds: int, smoke: bo
 
     grids = [grid(f"kappa_{v}_{family}", classes[v], kappa=axis(kappas), c_fa=axis(c_fas)) for v in variants]
     if baseline:
-        grids.append(grid(family, classes["baseline"], **({"kappa": 1.0, "c_fa": c_fas[0]} if family == "dqn" else {})))
+        grids.append(grid(family, classes["baseline"], **({"kappa": 1.0, "c_fa": c_fas[0]} if family != "trpo" else {})))
     if naive_kappas:
         grids.append(grid(f"naive_kappa_pi_{family}", classes["pi"], kappa=axis(naive_kappas), c_fa=c_fas[0],
                           naive_schedule=True))
@@ -302,6 +305,6 @@ def paper_grids(family: str, env_ids, *, kappas, c_fa, num_seeds: int, smoke: bo
             raise ValueError("gae_lambdas apply to the TRPO family only")
         grids.append(grid("gae", classes["baseline"], **{"lambda": axis(gae_lambdas)}))
     if gammas:
-        base = {"kappa": 1.0, "c_fa": c_fas[0]} if family == "dqn" else {}
+        base = {"kappa": 1.0, "c_fa": c_fas[0]} if family != "trpo" else {}
         grids.append(grid(f"{family}_gamma", classes["baseline"], gamma=axis(gammas), **base))
     return grids

@@ -56,7 +56,7 @@ class Run:
 
     path: str
     env: str
-    family: str  # "dqn" or "trpo"
+    family: str  # "dqn", "trpo" or "ppo"
     variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
     kappa: float  # 1.0 for plain TRPO and GAE
     c_fa: float | None
@@ -152,7 +152,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         steps.append(runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime", 0)))
         curve.append(runners.get("episode_return_mean", float("nan")))
         variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
-    family = "trpo" if "max_kl" in params else "dqn"
+    family = "trpo" if "max_kl" in params else "ppo" if "clip_param" in params else "dqn"
     is_kappa = variant != "plain"
     if variant == "kappa-pi" and params.get("phi_fit", "every_batch") != "every_batch":
         variant += f" (phi_fit={params['phi_fit']})"  # kappa-PI-TRPO's V_phi schedule ablation
@@ -323,7 +323,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
                 cell = t.rows.get(owner, {}).get(column)
                 if cell is None:
                     continue
-                same_setup = t.gamma == 0.99 and t.c_fa in (None, PAPER_C_FA[t.family])
+                same_setup = t.family in PAPER_C_FA and t.gamma == 0.99 and t.c_fa in (None, PAPER_C_FA[t.family])
                 p = paper.get((t.env, owner, column)) if same_setup else None
                 p_text = ""
                 if p:
@@ -336,7 +336,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
 
 
 def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0) -> list[Path]:
-    base = {"dqn": "DQN", "trpo": "TRPO"}
+    base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO"}
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
           "",

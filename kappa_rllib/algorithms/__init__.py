@@ -9,10 +9,11 @@ def register_with_tune() -> None:
     from ray.tune.registry import register_trainable
 
     from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaPIDQN, KappaVIDQN
+    from kappa_rllib.algorithms.kappa_ppo.kappa_ppo import KappaPIPPO, KappaVIPPO
     from kappa_rllib.algorithms.kappa_trpo.kappa_trpo import KappaPITRPO, KappaVITRPO
     from kappa_rllib.algorithms.trpo.trpo import TRPO
 
-    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO):
+    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO, KappaPIPPO, KappaVIPPO):
         register_trainable(cls.__name__, cls)
 
 

@@ -9,8 +9,15 @@ from pathlib import Path
 
 DQN_FAMILY = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
 TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
-ALGORITHMS = DQN_FAMILY + TRPO_FAMILY
-KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo")
+PPO_FAMILY = ("kappa-pi-ppo", "kappa-vi-ppo", "ppo")
+ALGORITHMS = DQN_FAMILY + TRPO_FAMILY + PPO_FAMILY
+KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo", "kappa-pi-ppo", "kappa-vi-ppo")
+# The baselines that are a kappa algorithm at kappa = 1 (exactly DQN, exactly PPO with lambda = 1).
+KAPPA_ONE = ("dqn", "ppo")
+
+
+def family(algo: str) -> str:
+    return "dqn" if algo in DQN_FAMILY else "ppo" if algo in PPO_FAMILY else "trpo"
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # stopped by SIGINT / SIGTERM (after writing a checkpoint)
 

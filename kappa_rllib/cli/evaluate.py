@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
         "evaluate", help="run the greedy policy of a saved algorithm and print per-episode raw returns",
         description="Restores a checkpoint (a checkpoint folder or a `train` run folder: its newest complete "
                     "checkpoint), runs N episodes with the greedy policy (argmax Q for kappa-DQN, the mean "
-                    "action for TRPO) and prints each episode's raw return and their mean.",
+                    "action or argmax for TRPO and PPO) and prints each episode's raw return and their mean.",
         epilog="example: kappa-rllib evaluate results/<run folder> --episodes 10 --render rgb_array --video videos/")
     evaluate.add_argument("checkpoint", help="a checkpoint folder or a `kappa-rllib train` run folder")
     evaluate.add_argument("--episodes", type=positive_int, default=10, help="episodes to run (default 10)")
@@ -50,15 +50,14 @@ def main(args) -> int:
         if args.render:
             env_config["render_mode"] = args.render
         env = envs.make_env(env_id, env_config)
-        runner = algorithm.env_runner  # the local EnvRunner: the restored policy's weights
+        act = _greedy_policy(algorithm, env)
         print(f"[evaluate] {checkpoint} ({type(algorithm).__name__} on {env_id}), {args.episodes} greedy episodes")
         returns = []
         for episode in range(args.episodes):
             obs, _ = env.reset(seed=args.seed + episode)
             total, length, frames, done = 0.0, 0, [], False
             while not done:
-                _, env_actions, _ = runner._act([obs], explore=False, t=0)
-                obs, reward, terminated, truncated, _ = env.step(env_actions[0])
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
                 total, length, done = total + float(reward), length + 1, terminated or truncated
                 if args.render:
                     frames.append(env.render())
@@ -74,6 +73,17 @@ def main(args) -> int:
     print(f"[evaluate] mean return {r.mean():.1f} +- {r.std():.1f} (std) over {len(r)} episodes; "
           f"min {r.min():.1f}, max {r.max():.1f}")
     return 0
+
+
+def _greedy_policy(algorithm, env):
+    """obs -> the restored policy's deterministic env action (argmax Q, argmax pi, or the mean)."""
+    from kappa_rllib.env_runner import greedy_action
+
+    runner = algorithm.env_runner  # the local EnvRunner: the restored policy's weights
+    if hasattr(runner, "_act"):  # the raw-transition EnvRunner (kappa-DQN, TRPO)
+        return lambda obs: runner._act([obs], explore=False, t=0)[1][0]
+    module = algorithm.get_module()
+    return lambda obs: greedy_action(module, obs, env.action_space, algorithm.config)
 
 
 def write_video(frames, path: Path, fps: int = 30) -> Path:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from kappa_rllib import defaults
-from kappa_rllib.cli.common import ALGORITHMS, DQN_FAMILY, KAPPA_ALGORITHMS, UsageError, non_negative_int, number, \
-    one_line, positive_int
+from kappa_rllib.cli.common import ALGORITHMS, KAPPA_ALGORITHMS, KAPPA_ONE, UsageError, family, non_negative_int, \
+    number, one_line, positive_int
 from kappa_rllib.cli.ray_session import add_ray_options
 from kappa_rllib.variant import PHI_FITS
 
 
 def _family_defaults(key: str, fmt=str) -> str:
-    return f"DQN family {fmt(defaults.DQN[key])}, TRPO family {fmt(defaults.TRPO[key])}"
+    return (f"DQN family {fmt(defaults.DQN[key])}, TRPO family {fmt(defaults.TRPO[key])}, "
+            f"PPO family {fmt(defaults.PPO[key])}")
 
 
 def add_run_arguments(p) -> None:
@@ -54,19 +55,21 @@ def config_class(algo: str):
         "kappa-pi-dqn": k.KappaPIDQNConfig, "kappa-vi-dqn": k.KappaVIDQNConfig, "dqn": k.KappaPIDQNConfig,
         "kappa-pi-trpo": k.KappaPITRPOConfig, "kappa-vi-trpo": k.KappaVITRPOConfig,
         "trpo": k.TRPOConfig, "gae": k.TRPOConfig,
+        "kappa-pi-ppo": k.KappaPIPPOConfig, "kappa-vi-ppo": k.KappaVIPPOConfig, "ppo": k.KappaPIPPOConfig,
     }[algo]
 
 
 # An RLlib Algorithm class of this package -> its command-line name (`train file`).
 ALGO_NAMES = {"KappaPIDQN": "kappa-pi-dqn", "KappaVIDQN": "kappa-vi-dqn", "KappaPITRPO": "kappa-pi-trpo",
-              "KappaVITRPO": "kappa-vi-trpo", "TRPO": "trpo"}
+              "KappaVITRPO": "kappa-vi-trpo", "TRPO": "trpo", "KappaPIPPO": "kappa-pi-ppo", "KappaVIPPO": "kappa-vi-ppo"}
 
 
 def make_config(algo: str, args):
     """The validated AlgorithmConfig for one run; raises UsageError on bad settings.
 
-    dqn is kappa-PI-DQN with kappa = 1 (exactly DQN); trpo is TRPO with lambda = 1 (the paper's
-    kappa = 1 baseline); gae is TRPO with GAE(gamma, lambda) advantages.
+    dqn is kappa-PI-DQN with kappa = 1 (exactly DQN), ppo kappa-PI-PPO with kappa = 1 (exactly PPO
+    with lambda = 1); trpo is TRPO with lambda = 1 (the paper's kappa = 1 baseline); gae is TRPO with
+    GAE(gamma, lambda) advantages.
     """
     from kappa_rllib import envs, presets
 
@@ -81,15 +84,14 @@ def make_config(algo: str, args):
     except ValueError as e:
         raise UsageError(f"--env: {e}") from None
     config = config_class(algo)()
-    family = "dqn" if algo in DQN_FAMILY else "trpo"
-    preset_path = args.config or presets.preset_for(args.env, family)
+    preset_path = args.config or presets.preset_for(args.env, family(algo))
     try:
         if preset_path:
             presets.apply(config, presets.load(preset_path))
         config.environment(args.env)
-        if algo in KAPPA_ALGORITHMS or algo == "dqn":
+        if algo in KAPPA_ALGORITHMS or algo in KAPPA_ONE:
             # An omitted flag leaves the algorithm's (or its env preset's) own default.
-            config.training(kappa=1.0 if algo == "dqn" else args.kappa, c_fa=args.c_fa,
+            config.training(kappa=1.0 if algo in KAPPA_ONE else args.kappa, c_fa=args.c_fa,
                             total_env_steps=args.total_steps, naive_schedule=args.naive_schedule or None)
         else:
             if args.naive_schedule:

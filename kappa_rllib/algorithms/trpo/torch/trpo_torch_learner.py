@@ -36,7 +36,10 @@ def policy_parameters(module) -> list[torch.nn.Parameter]:
 
 
 def value_parameters(module) -> list[torch.nn.Parameter]:
-    return list(module.encoder.critic_encoder.parameters()) + list(module.vf.parameters())
+    """The parameters V(s) depends on: the critic encoder and the value head (with a shared
+    encoder, as RLlib's PPO default vf_share_layers=True builds, the shared encoder)."""
+    encoder = getattr(module.encoder, "critic_encoder", None) or module.encoder.encoder
+    return list(encoder.parameters()) + list(module.vf.parameters())
 
 
 @torch.no_grad()

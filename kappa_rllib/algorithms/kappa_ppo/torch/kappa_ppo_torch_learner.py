@@ -1,0 +1,81 @@
+"""kappa-PPO's learner: RLlib's PPOTorchLearner with kappa-advantages (paper, Algorithms 7, 8).
+
+The only change to PPO is in the learner connector pipeline: RLlib's GeneralAdvantageEstimation
+is replaced by KappaAdvantageEstimation (kappa_rllib.connectors), so PPO's clipped loss trains the
+policy on R_j(kappa, V_phi) - V_theta(s_j) and V_theta on R_j. Which network is V_phi:
+  * kappa-PI: the snapshot `PHI_SHAPING_MODULE_ID` of the evaluated V_phi (`PHI_MODULE_ID`), which
+    regresses on the plain returns rho_j on every batch (the authors' TRPO code) with PPO's value
+    loss; the snapshot is refreshed when a kappa-iteration ends (`end_kappa_iteration`);
+  * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends (Alg. 8, line 11).
+At kappa = 1 V_phi is never read: the connector is RLlib's GAE with lambda = 1 and this is PPO.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+
+from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import copy_value_net
+from kappa_rllib.connectors.kappa_advantage_estimation import KappaAdvantageEstimation
+from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+
+PHI_VF_LOSS = "kappa_phi_vf_loss"
+
+
+class KappaPPOTorchLearner(PPOTorchLearner):
+    def build(self) -> None:
+        super().build()
+        self.plan = self.config.kappa_plan
+        if self._learner_connector is not None and self.config.add_default_connectors_to_learner_pipeline:
+            self._learner_connector.remove(GeneralAdvantageEstimation)
+            self._learner_connector.append(KappaAdvantageEstimation(
+                gamma=self.config.gamma, kappa=self.config.kappa,
+                shaping_module_id=self.shaping_module_id if self.plan.uses_v_phi else None,
+                fit_module_id=PHI_MODULE_ID if self.plan.evaluates_phi else None,
+            ))
+        if self.plan.uses_v_phi:  # the first iteration shapes with V_phi's initial weights
+            self.end_kappa_iteration() if self.plan.evaluates_phi else None
+
+    @property
+    def shaping_module_id(self) -> str:
+        """The network whose values enter the shaped reward r + gamma (1 - kappa) V_phi(s')."""
+        return PHI_SHAPING_MODULE_ID if self.plan.evaluates_phi else PHI_MODULE_ID
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        # The policy and V_theta always train; V_phi only where it is evaluated (kappa-PI). The
+        # kappa-VI copy and the kappa-PI snapshot only ever receive weights: no optimizer.
+        if module_id == DEFAULT_MODULE_ID or (module_id == PHI_MODULE_ID and config.kappa_plan.evaluates_phi):
+            super().configure_optimizers_for_module(module_id, config)
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if module_id != PHI_MODULE_ID:
+            return super().compute_loss_for_module(module_id=module_id, config=config, batch=batch, fwd_out=fwd_out)
+        # kappa-PI's V_phi: PPO's value loss (same clip and weight as V_theta's) on rho_j.
+        module = self.module[module_id].unwrapped()
+        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+        loss = torch.clamp(torch.pow(values - batch[Postprocessing.VALUE_TARGETS], 2.0), 0, config.vf_clip_param)
+        if Columns.LOSS_MASK in batch:
+            mask = batch[Columns.LOSS_MASK]
+            loss = torch.sum(loss[mask]) / torch.sum(mask)
+        else:
+            loss = torch.mean(loss)
+        self.metrics.log_value((module_id, PHI_VF_LOSS), loss.detach(), window=1)
+        return config.vf_loss_coeff * loss
+
+    def end_kappa_iteration(self) -> None:
+        """Closes a kappa-iteration: kappa-PI refreshes V_phi's snapshot, kappa-VI copies V_theta."""
+        with torch.no_grad():
+            if self.plan.evaluates_phi:  # the next surrogate MDP is fixed (Alg. 7, lines 12-13)
+                copy_value_net(self.module[PHI_MODULE_ID].unwrapped(), self.module[PHI_SHAPING_MODULE_ID].unwrapped())
+            elif self.plan.copies_theta_to_phi:  # Alg. 8, line 11
+                copy_value_net(self.module[DEFAULT_MODULE_ID].unwrapped(), self.module[PHI_MODULE_ID].unwrapped())
+
+    def snapshot_values(self, obs) -> torch.Tensor:
+        """V_phi's values on `obs` as the shaped reward reads them (tests: every learner agrees)."""
+        with torch.no_grad():
+            return self.module[self.shaping_module_id].unwrapped().compute_values({Columns.OBS: obs})

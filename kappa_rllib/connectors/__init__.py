@@ -1,0 +1,1 @@
+"""RLlib connector pieces that put kappa into RLlib's own algorithms."""
