@@ -51,7 +51,17 @@ def _float32(obs: np.ndarray) -> np.ndarray:
     return obs.astype(np.float32) if obs.dtype.kind == "f" and obs.dtype != np.float32 else obs
 
 
-class RawTransitionEnvRunner(SingleAgentEnvRunner):
+class EpisodeReturnsEnvRunner(SingleAgentEnvRunner):
+    """RLlib's EnvRunner that also reports every finished episode's raw return, in order, under
+    env_runners/episode_returns: the report's scores use them all, not RLlib's smoothed
+    episode_return_mean. kappa-PPO samples with it (RLlib's own sampling otherwise)."""
+
+    def _log_episode_metrics(self, length, ret, sec):
+        super()._log_episode_metrics(length, ret, sec)
+        self.metrics.log_value(EPISODE_RETURNS, float(ret), reduce="item_series")
+
+
+class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
     def __init__(self, *, config, **kwargs):
         super().__init__(config=config, **kwargs)
         self._subenvs = None
@@ -107,9 +117,6 @@ class RawTransitionEnvRunner(SingleAgentEnvRunner):
                 if terminated or truncated:
                     segments.append(self._close(part, terminated, truncated))
                     self._log_episode_metrics(ep[1], ep[0], time.perf_counter() - ep[2])
-                    # Every finished episode's raw return, in order (the report's scores use them all,
-                    # not RLlib's smoothed episode_return_mean).
-                    self.metrics.log_value(EPISODE_RETURNS, float(ep[0]), reduce="item_series")
                     episodes_done += 1
                     self._reset_one(i)
                     parts[i] = self._new_part(i)

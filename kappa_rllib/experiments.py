@@ -27,11 +27,18 @@ GRID_SEARCH = "grid_search"
 @dataclasses.dataclass
 class Grid:
     """One Tune experiment: `config` (an AlgorithmConfig whose settings may be
-    `tune.grid_search([...])`) run to `stop`, under the folder `name`."""
+    `tune.grid_search([...])`) run to `stop`, under the folder `name`.
+
+    A population (adaptive kappa, `population()`): `scheduler` is Tune's PBT or PB2, `mutations`
+    the values ({setting: [values]}) or bounds ({setting: (low, high)}) it may give a member; the
+    grid's axes are then the members' initial settings, `num_samples` times over."""
 
     name: str
     config: object
     stop: dict = dataclasses.field(default_factory=lambda: {"done": True})
+    scheduler: object = None
+    mutations: dict = dataclasses.field(default_factory=dict)
+    num_samples: int = 1
 
     @property
     def trainable(self):
@@ -43,7 +50,7 @@ class Grid:
                 if isinstance(v, dict) and set(v) == {GRID_SEARCH}}
 
     def num_trials(self) -> int:
-        n = 1
+        n = self.num_samples
         for values in self.axes().values():
             n *= len(values)
         return n
@@ -59,7 +66,10 @@ class Grid:
         ValueError naming the grid and the trial's settings."""
         cls = self.trainable
         base = self.config.to_dict()
-        for variant in self.variants():
+        variants = list(self.variants())
+        for setting, values in self.mutations.items():  # every value a population may move a member to
+            variants += [{**variants[0], setting: v} for v in values]
+        for variant in variants:
             trial = cls.get_default_config().update_from_dict({**base, **variant})
             try:
                 trial.validate()
@@ -83,15 +93,17 @@ def load_file(path, smoke: bool = False) -> list[Grid]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"config file {str(path)!r} does not exist or is not a file")
-    module = load_module(path)
-    if hasattr(module, "experiments"):
-        grids = module.experiments(smoke=smoke)
-    elif hasattr(module, "config"):
+    try:
+        module = load_module(path)
+        grids = module.experiments(smoke=smoke) if hasattr(module, "experiments") else None
+    except Exception as e:  # noqa: BLE001 - a user's file: any error is one line naming the file
+        raise ValueError(f"{path}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+    if grids is None:
+        if not hasattr(module, "config"):
+            raise ValueError(f"{path}: defines neither experiments(smoke) nor config")
         if smoke:
             raise ValueError(f"{path}: --smoke needs the file to define experiments(smoke)")
         grids = [Grid(path.stem, module.config, getattr(module, "stop", None) or {"done": True})]
-    else:
-        raise ValueError(f"{path}: defines neither experiments(smoke) nor config")
     if not grids or not all(isinstance(g, Grid) for g in grids):
         raise ValueError(f"{path}: experiments() must return a non-empty list of kappa_rllib.experiments.Grid")
     names = [g.name for g in grids]
@@ -161,7 +173,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             tuner = tune.Tuner(
                 grid.trainable,
                 param_space=grid.config,
-                tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
+                tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, scheduler=grid.scheduler,
+                                            num_samples=grid.num_samples),
                 run_config=tune.RunConfig(
                     name=grid.name,
                     storage_path=storage,
@@ -193,6 +206,27 @@ def _tune_output(new_engine: bool):
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:
             os.environ["RAY_AIR_NEW_OUTPUT"] = before
+
+
+POPULATION_METRIC = "env_runners/episode_return_mean"
+
+
+def population(kind: str, mutations: dict, *, perturbation_interval: int):
+    """Tune's PBT (`kind="pbt"`: each setting moves among the listed values) or PB2 (`"pb2"`: within
+    (low, high), by a GP bandit) over `mutations`, every `perturbation_interval` training iterations,
+    on the mean episode return. The algorithms accept the new kappa at a kappa-iteration boundary
+    when the member is restored (kappa_rllib.algorithms.kappa_loop)."""
+    from ray.tune.schedulers import PopulationBasedTraining
+    from ray.tune.schedulers.pb2 import PB2
+
+    common = dict(time_attr="training_iteration", metric=POPULATION_METRIC, mode="max",
+                  perturbation_interval=perturbation_interval)
+    if kind == "pbt":
+        return PopulationBasedTraining(hyperparam_mutations={k: list(v) for k, v in mutations.items()},
+                                       resample_probability=0.25, synch=False, **common)
+    if kind == "pb2":
+        return PB2(hyperparam_bounds={k: [min(v), max(v)] for k, v in mutations.items()}, synch=False, **common)
+    raise ValueError(f"population kind must be 'pbt' or 'pb2', got {kind!r}")
 
 
 def request_gpus(grids, gpus_per_trial: float) -> None:

@@ -7,6 +7,12 @@ One kappa-iteration i = 0..N_kappa-1 (paper, Algorithms 5-8) is
     replay buffer (as many as the improvement phase made), with no env steps.
 After the last iteration the machine is `done`. Its whole state is a small dict that the
 algorithm checkpoints, so a restored run resumes at the same iteration, phase and step.
+
+Adaptive kappa (`reschedule_after_current`): when kappa or C_FA change mid-run (Tune's PBT / PB2
+restore a member with mutated settings), the current iteration keeps its planned end and the units
+left after it are split anew, into the new N_kappa's share of them. The schedule is then a
+*segment* starting at `segment_steps` units and iteration `segment_iteration`; before any change
+both are 0 and the machine is the plain one.
 """
 
 from __future__ import annotations
@@ -32,9 +38,37 @@ class KappaPhaseMachine:
     phase_steps: int = 0  # units done in the current improvement phase
     phase_updates: int = 0  # gradient updates in the current phase
     improvement_updates: int = 0  # updates the last improvement phase made (evaluation budget)
+    segment_steps: int = 0  # where the current schedule segment starts (after a reschedule)
+    segment_iteration: int = 0
 
     def __post_init__(self):
         samples_per_iteration(self.total_steps, self.num_iterations)  # validates both
+
+    def _segment(self) -> tuple[int, int]:
+        """(units, iterations) of the current schedule segment."""
+        return self.total_steps - self.segment_steps, self.num_iterations - self.segment_iteration
+
+    def _iteration_end(self, iteration: int) -> int:
+        if iteration < self.segment_iteration:  # the iteration a reschedule let finish: it ends the old plan
+            return self.segment_steps
+        units, iterations = self._segment()
+        return self.segment_steps + iteration_end(iteration - self.segment_iteration, units, iterations)
+
+    def reschedule_after_current(self, num_iterations: int) -> int:
+        """After the current iteration, split the units left into the share of a schedule of
+        `num_iterations` (a new kappa's N_kappa over all T) that they make up: round(left * N / T)
+        iterations, at least 1 and at most one per unit, so an iteration keeps the new kappa's
+        length T / N. Returns the iterations after the current one (0: none left to plan)."""
+        if self.done:
+            return 0
+        current_end = self._iteration_end(self.iteration)
+        left = self.total_steps - current_end
+        if left <= 0:
+            return 0
+        after = max(1, min(left, round(left * num_iterations / self.total_steps)))
+        self.segment_steps, self.segment_iteration = current_end, self.iteration + 1
+        self.num_iterations = self.iteration + 1 + after
+        return after
 
     @property
     def done(self) -> bool:
@@ -44,8 +78,7 @@ class KappaPhaseMachine:
         """Units until the current improvement phase ends (0 outside that phase)."""
         if self.phase != IMPROVEMENT:
             return 0
-        end = iteration_end(self.iteration, self.total_steps, self.num_iterations)
-        return max(0, end - self.steps)
+        return max(0, self._iteration_end(self.iteration) - self.steps)
 
     def updates_left_in_phase(self) -> int:
         """Evaluation-phase gradient steps still to do (0 outside that phase)."""
@@ -98,7 +131,7 @@ class KappaPhaseMachine:
             f"phase_{self.unit}": self.phase_steps,
             "phase_updates": self.phase_updates,
             self.unit: self.steps,
-            f"{self.unit}_per_iteration": samples_per_iteration(self.total_steps, self.num_iterations),
+            f"{self.unit}_per_iteration": samples_per_iteration(*self._segment()),
         }
 
     def get_state(self) -> dict:

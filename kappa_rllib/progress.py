@@ -75,7 +75,9 @@ class CompactProgress(Callback):
         columns = self.axes + ["status", "iter", "env steps", "return", "time s"]
         rows = []
         for t in trials:
-            params = getattr(t, "evaluated_params", {}) or {}
+            # a population's member shows the settings it runs with now (PBT / PB2 change them)
+            params = {**(getattr(t, "evaluated_params", {}) or {}),
+                      **{a: t.config[a] for a in self.axes if isinstance(getattr(t, "config", None), dict) and a in t.config}}
             latest = self.latest.get(t.trial_id, {})
             ret = latest.get("return", float("nan"))
             rows.append([_cell(params.get(a, "-")) for a in self.axes] + [

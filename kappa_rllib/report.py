@@ -69,6 +69,8 @@ class Run:
     curve: np.ndarray  # RLlib's smoothed episode_return_mean at each report
     env_steps: int
     done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
+    kappa_path: np.ndarray | None = None  # the kappa in force at each report (adaptive kappa moves it)
+    population: str | None = None  # the PBT / PB2 population (Tune experiment) the run is a member of
 
     @functools.cached_property
     def score(self) -> float:
@@ -144,8 +146,9 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
                 break  # a trial killed mid-write leaves a partial last line
     if not rows:
         return None
-    episode_returns, steps, curve, variant = [], [], [], "plain"
+    episode_returns, steps, curve, kappas, variant = [], [], [], [], "plain"
     for row in rows:
+        kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
         runners = row.get("env_runners", {})
         finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
         episode_returns.extend(finished if isinstance(finished, list) else [finished])
@@ -173,6 +176,9 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         curve=np.asarray(curve, dtype=float),
         env_steps=int(steps[-1]) if steps else 0,
         done=bool(rows[-1].get("done", False)),
+        kappa_path=np.asarray(kappas, dtype=float),
+        # Tune's PBT (and PB2) log pbt_global.txt into the experiment folder that holds the members
+        population=result_file.parent.parent.name if (result_file.parent.parent / "pbt_global.txt").is_file() else None,
     )
 
 
@@ -659,6 +665,14 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
         if not runs:
             raise ValueError(f"{root}: no trial has finished yet ({unfinished} running or stopped); "
                              "pass --include-unfinished to report them anyway")
+    members = [r for r in runs if r.population]  # adaptive kappa: reported apart (report_adaptive)
+    runs = [r for r in runs if not r.population]
+    if members:
+        from kappa_rllib import report_adaptive
+
+        paths += report_adaptive.write(members, runs, out)
+        if not runs:
+            return paths
     tables = build_tables(runs)
     paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished)
     missing = iqm_unavailable()

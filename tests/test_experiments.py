@@ -219,3 +219,26 @@ def test_gpus_per_trial_puts_the_gpu_in_every_trials_resource_request(path):
             request = grid.trainable.default_resource_request(trial)
             assert request.bundles[0] == {"CPU": 1, "GPU": 0.25}, (grid.name, request.bundles)
             assert request.required_resources["GPU"] == 0.25
+
+
+@pytest.mark.learning
+def test_a_pbt_population_runs_through_tune_and_its_report_shows_each_member_s_kappa(tmp_path):
+    """Adaptive kappa end to end: 4 kappa-PI-PPO members under PBT (kappa moved at iterations 10
+    and 20 of 30), then `report`: the members stay out of the fixed-kappa tables, adaptive.md
+    sets the best member beside the fixed kappas, and the plot draws every member's kappa."""
+    out = run_tune("tune_configs/adaptive/inverted_pendulum_ppo.py", "--smoke", "--grids", "pbt", "--storage",
+                   str(tmp_path), "--num-cpus", "2", "--report", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    folder = tmp_path / "inverted_pendulum_ppo_smoke"
+    assert (folder / "pbt" / "pbt_global.txt").is_file()
+    paths = []
+    for result in sorted((folder / "pbt").glob("*/result.json")):
+        rows = [json.loads(line) for line in result.read_text().splitlines()]
+        assert rows[-1]["done"] is True and rows[-1]["kappa"]["batches"] == 30
+        paths.append([r["kappa"]["kappa"] for r in rows])
+    assert len(paths) == 4
+    assert all(set(p) <= {0.84, 0.9, 0.95, 0.99} for p in paths)
+    adaptive = (folder / "report" / "adaptive.md").read_text()
+    assert "| InvertedPendulum-v5 | pbt | 4 | " in adaptive
+    assert (folder / "report" / "adaptive_InvertedPendulum-v5_pbt.png").read_bytes()[:4] == b"\x89PNG"
+    assert "[tune] pbt after " in out.stdout

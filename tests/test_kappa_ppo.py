@@ -180,3 +180,32 @@ def test_from_ppo_keeps_the_ppo_settings_and_adds_kappa():
     assert ppo.algo_class.__name__ == "PPO"  # the PPOConfig itself is untouched
     with pytest.raises(ValueError, match="lambda=0.95: kappa-PPO's advantages are kappa-returns"):
         KappaPIPPOConfig.from_ppo(PPOConfig().environment("CartPole-v1").training(lambda_=0.95)).validate()
+
+
+def test_a_restore_with_a_new_kappa_re_plans_the_rest_of_the_schedule(ray_local, tmp_path):
+    """What PBT / PB2 do when they exploit and explore: a member restored from a checkpoint with
+    another kappa. N_kappa: 13 at kappa 0.9, 7 at kappa 0.95 (C_FA 0.3), 26 batches. At batch 3
+    (kappa-iteration 1, which ends at batch 4) the 22 batches left become round(22 * 7 / 26) = 6
+    iterations; the learners shape with the new kappa at once; T is unchanged."""
+    algo = settings(KappaPIPPOConfig(), kappa=0.9, c_fa=0.3, total_env_steps=26 * 256).build_algo()
+    for _ in range(3):
+        algo.train()
+    path = algo.save_to_path(str(tmp_path / "member"))
+    algo.stop()
+    member = settings(KappaPIPPOConfig(), kappa=0.95, c_fa=0.3, total_env_steps=26 * 256).build_algo()
+    member.restore_from_path(path)
+    assert member.kappa_changes == [{"batches": 3, "iteration": 1, "iterations_after_current": 6,
+                                     "from": {"kappa": 0.9, "c_fa": 0.3, "naive_schedule": False},
+                                     "to": {"kappa": 0.95, "c_fa": 0.3, "naive_schedule": False}}]
+    connector = member.learner_group._learner._learner_connector
+    assert [c.kappa for c in connector.connectors if hasattr(c, "kappa")] == [0.95]
+    results = [member.train()]
+    while not results[-1].get("done"):
+        results.append(member.train())
+    kappa = [r["kappa"] for r in results]
+    # iteration 1 ends at batch 4 as planned; then 4 iterations of 4 batches and 2 of 3 (22 in all)
+    assert [k["iteration"] for k in kappa[:5]] == [2, 2, 2, 2, 3]
+    assert [k["batches_per_iteration"] for k in kappa[:2]] == [3, 3]  # the new segment's base length
+    assert kappa[-1]["batches"] == 26 and kappa[-1]["iteration"] == kappa[-1]["num_iterations"] == 8
+    assert all(k["kappa"] == 0.95 and k["changes"] == 1 for k in kappa)
+    member.stop()

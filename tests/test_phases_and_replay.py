@@ -80,3 +80,49 @@ def test_replay_buffer_wraps_samples_and_restores():
     clone.set_state(buf.get_state())
     np.testing.assert_array_equal(clone.sample(64)["rewards"], buf.sample(64)["rewards"])
     assert set(buf.sample(200)["rewards"].tolist()) == {1, 2, 3, 4, 5}
+
+
+def iteration_lengths(machine):
+    """Units per kappa-iteration, walking the machine one unit at a time."""
+    lengths = []
+    while not machine.done:
+        machine.record_steps(1)
+        if machine.improvement_complete():
+            lengths.append(machine.phase_steps)
+            machine.end_improvement()
+    return lengths
+
+
+def test_a_new_kappa_re_plans_the_units_after_the_current_iteration():
+    """T = 100 in 10 iterations of 10; at unit 23 (iteration 2) a new kappa with N_kappa = 25 over
+    all T: iteration 2 keeps its end (30), and the 70 units left get round(70 * 25 / 100) = 18
+    iterations of ~T / N = 4 units (16 of 4 and 2 of 3)."""
+    m = KappaPhaseMachine(total_steps=100, num_iterations=10, with_evaluation_phase=False, unit="batches")
+    for _ in range(23):
+        m.record_steps(1)
+        if m.improvement_complete():
+            m.end_improvement()
+    assert (m.iteration, m.steps) == (2, 23)
+    assert m.reschedule_after_current(25) == 18
+    assert m.num_iterations == 21 and m.steps_left_in_phase() == 7
+    assert m.report()["batches_per_iteration"] == 3  # the new segment: 70 // 18
+    restored = KappaPhaseMachine.from_state(m.get_state())
+    assert restored == m
+    assert iteration_lengths(m) == [10] + [4] * 16 + [3] * 2  # iteration 2 as planned: 10 units
+    assert m.steps == 100 and m.iteration == 21 and m.done
+    # a second change re-plans again from its own current iteration; the total is still T
+    assert iteration_lengths(restored)[:1] == [10] and restored.steps == 100
+
+
+def test_reschedule_keeps_one_unit_per_iteration_and_does_nothing_at_the_end():
+    m = KappaPhaseMachine(total_steps=12, num_iterations=3, with_evaluation_phase=False)
+    m.record_steps(1)
+    assert m.reschedule_after_current(1000) == 8  # 8 units left after iteration 0: at most 8 iterations
+    assert iteration_lengths(m) == [4] + [1] * 8
+    m = KappaPhaseMachine(total_steps=12, num_iterations=3, with_evaluation_phase=False)
+    for _ in range(9):
+        m.record_steps(1)
+        if m.improvement_complete():
+            m.end_improvement()
+    assert m.iteration == 2 and m.reschedule_after_current(5) == 0  # the last iteration: nothing after it
+    assert iteration_lengths(m) == [4] and m.steps == 12

@@ -9,12 +9,23 @@
 each family (kappa-DQN, kappa-TRPO) only says what one improvement step, one evaluation step and
 the end of an improvement phase are. What a variant does with V_phi is `config.kappa_plan`
 (`kappa_rllib.variant`).
+
+Adaptive kappa: restored from a checkpoint with other kappa / C_FA settings (Tune's PBT and PB2 do
+exactly that when they exploit and explore), an algorithm keeps the current kappa-iteration's
+planned end and re-plans the env steps (or batches) left after it with the new N_kappa
+(`KappaPhaseMachine.reschedule_after_current`); the learners, built from the new config, shape
+with the new kappa from the first step. Each change is logged and kept in `kappa/changes`, and
+every result carries the kappa and C_FA in force (`kappa/kappa`, `kappa/c_fa`).
 """
 
 from __future__ import annotations
 
+import logging
+
 from kappa_rllib.algorithms.sampling import report_runtime, sync_env_runner_weights
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
+
+logger = logging.getLogger(__name__)
 
 
 class KappaLoopMixin:
@@ -65,7 +76,8 @@ class KappaLoopMixin:
     # ----- results and checkpoints
     def step(self):
         result = super().step()
-        result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters}
+        result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters,
+                           **self._settings(), "changes": len(getattr(self, "kappa_changes", []))}
         report_runtime(self, result)
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
@@ -76,17 +88,42 @@ class KappaLoopMixin:
         state["kappa"] = {
             "phases": self.phases.get_state(),
             "counters": dict(self.counters),
+            "settings": self._settings(),
+            "changes": list(getattr(self, "kappa_changes", [])),
             **self._extra_kappa_state(),
         }
         return state
+
+    def _settings(self) -> dict:
+        return {"kappa": float(self.config.kappa), "c_fa": float(self.config.c_fa),
+                "naive_schedule": bool(self.config.naive_schedule)}
 
     def set_state(self, state) -> None:
         super().set_state(state)
         if "kappa" in state:
             self.phases = KappaPhaseMachine.from_state(state["kappa"]["phases"])
             self.counters = dict(state["kappa"]["counters"])
+            self.kappa_changes = list(state["kappa"].get("changes", []))
             self._set_extra_kappa_state(state["kappa"])
+            saved = state["kappa"].get("settings")
+            if saved is not None and saved != self._settings():
+                self._adopt_settings(saved)
             sync_env_runner_weights(self)
+
+    def _adopt_settings(self, saved: dict) -> None:
+        """Restored with other kappa / C_FA settings: re-plan the rest of the schedule (module docstring)."""
+        new = self._settings()
+        n_all = self.config.schedule_length if new["naive_schedule"] else self.config.num_kappa_iterations
+        before = self.phases.num_iterations
+        after = self.phases.reschedule_after_current(n_all)
+        change = {self.phases.unit: self.phases.steps, "iteration": self.phases.iteration,
+                  "from": saved, "to": new, "iterations_after_current": after}
+        self.kappa_changes.append(change)
+        logger.warning(
+            "kappa-rllib: kappa %s -> %s, C_FA %s -> %s at %s %d (kappa-iteration %d): %d kappa-iterations "
+            "planned after this one (was %d in all, now %d)", saved["kappa"], new["kappa"], saved["c_fa"],
+            new["c_fa"], self.phases.unit, self.phases.steps, self.phases.iteration, after, before,
+            self.phases.num_iterations)
 
     def _extra_kappa_state(self) -> dict:
         return {}

@@ -34,6 +34,7 @@ from kappa_rllib.algorithms.config_mixins import (
 )
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.checkpoints import ManifestMixin
+from kappa_rllib.env_runner import EpisodeReturnsEnvRunner
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.schedule import validate_gamma
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PI, VI
@@ -52,6 +53,8 @@ class KappaPPOConfig(TwoStageValidationMixin, EnvIdMixin, KappaConfigMixin, PPOC
         self.total_env_steps = defaults.PPO["total_env_steps"]
         self.naive_schedule = False
         self._rl_module_spec = kappa_module_spec(self.kappa_variant)
+        # RLlib's EnvRunner, also reporting every episode's return (the report's scores)
+        self.env_runner_cls = EpisodeReturnsEnvRunner
 
     @classmethod
     def from_ppo(cls, ppo_config: PPOConfig, **kappa_settings) -> "KappaPPOConfig":
@@ -62,7 +65,7 @@ class KappaPPOConfig(TwoStageValidationMixin, EnvIdMixin, KappaConfigMixin, PPOC
         config = cls()
         own = {"algo_class", "_rl_module_spec", *cls.KAPPA_SETTINGS}
         for name, value in vars(ppo_config.copy(copy_frozen=False)).items():
-            if name not in own:
+            if name not in own and not (name == "env_runner_cls" and value is None):
                 setattr(config, name, value)
         if ppo_config._rl_module_spec is not None:
             config._rl_module_spec = kappa_module_spec(cls.kappa_variant, ppo_config._rl_module_spec)

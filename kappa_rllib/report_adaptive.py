@@ -1,0 +1,101 @@
+"""`kappa-rllib report` for adaptive-kappa populations (Tune's PBT / PB2 over kappa).
+
+For every population (a Tune experiment whose folder holds PBT's `pbt_global.txt`) and env:
+  * `adaptive_<env>_<population>.png`: each member's kappa over env steps (what PBT / PB2 gave it)
+    above its learning curve;
+  * `adaptive.md` / `adaptive.csv`: the best member's score (the mean return of its last 10% of
+    episodes, kappa_rllib.report.final_score) and the members' mean +- 95% CI, beside the best
+    fixed kappa of the same family and variant in the same report (mean +- 95% CI over seeds) and
+    the kappa = 1 baseline if present.
+A member restored from another member's checkpoint continues that member's counters, so its curve
+may jump in env steps; its episodes are its own.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from kappa_rllib.report import Cell, Run, _pyplot, _safe
+
+
+def _fmt(cell: Cell, extra: str = "") -> str:
+    if not cell.n:
+        return "-"
+    ci = "" if np.isnan(cell.ci) else f" +- {cell.ci:.1f}"
+    return f"{cell.mean:.1f}{ci} (n={cell.n}{extra})"
+
+
+def _fixed_cells(fixed: list[Run], like: Run) -> tuple[Cell | None, Cell | None]:
+    """(the best fixed kappa's cell, the kappa = 1 cell) among runs comparable to `like`."""
+    same = [r for r in fixed if r.env == like.env and r.family == like.family and r.gamma == like.gamma
+            and not r.naive and np.isfinite(r.score)]
+    by_kappa = defaultdict(list)
+    for r in same:
+        if r.variant == like.variant and r.kappa < 1.0 and r.c_fa == like.c_fa:
+            by_kappa[r.kappa].append(r.score)
+    best = max((Cell(np.asarray(v), k) for k, v in by_kappa.items()), key=lambda c: c.mean, default=None)
+    ones = [r.score for r in same if r.is_baseline]
+    return best, Cell(np.asarray(ones), 1.0) if ones else None
+
+
+def write(members: list[Run], fixed: list[Run], out: Path) -> list[Path]:
+    plt = _pyplot()
+    paths, lines, rows_csv = [], [
+        "# Adaptive kappa: populations against fixed kappa",
+        "",
+        "Score of a run: mean return over its last 10% of training episodes. Members: mean +- 1.96 std / sqrt(n) "
+        "over the population's members. Fixed kappa: the best kappa's mean +- 1.96 std / sqrt(n) over seeds.",
+        "",
+        "| env | population | members | best member (its kappa at the end) | members | best fixed kappa | kappa = 1 |",
+        "|---|---|---|---|---|---|---|",
+    ], []
+    groups = defaultdict(list)
+    for r in members:
+        groups[(r.env, r.population)].append(r)
+    for (env, population), runs in sorted(groups.items()):
+        runs.sort(key=lambda r: r.path)
+        scores = np.asarray([r.score for r in runs])
+        best = runs[int(np.nanargmax(scores))] if np.isfinite(scores).any() else None
+        best_fixed, baseline = _fixed_cells(fixed, runs[0])
+        end_kappa = best.kappa_path[np.isfinite(best.kappa_path)][-1] if best is not None else float("nan")
+        best_text = f"{best.score:.1f} (kappa={end_kappa:g})" if best is not None else "-"
+        members_cell = Cell(scores[np.isfinite(scores)])
+        fixed_text = _fmt(best_fixed, f", kappa={best_fixed.param:g}") if best_fixed else "-"
+        lines.append(f"| {env} | {population} | {len(runs)} | {best_text} | {_fmt(members_cell)} | {fixed_text} | "
+                     f"{_fmt(baseline) if baseline else '-'} |")
+        rows_csv.append({"env": env, "population": population, "members": len(runs),
+                         "best_member_score": best.score if best else float("nan"), "best_member_kappa": end_kappa,
+                         "members_mean": members_cell.mean, "members_ci": members_cell.ci,
+                         "best_fixed_kappa": best_fixed.param if best_fixed else float("nan"),
+                         "best_fixed_mean": best_fixed.mean if best_fixed else float("nan"),
+                         "best_fixed_ci": best_fixed.ci if best_fixed else float("nan")})
+        fig, (ax_kappa, ax_return) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+        for i, r in enumerate(runs):
+            ok = np.isfinite(r.kappa_path)
+            start = r.kappa_path[ok][0] if ok.any() else r.kappa  # params.json holds the latest config
+            label = f"member {i} (start kappa={start:g}, score {r.score:.1f})"
+            line, = ax_kappa.step(r.steps[ok], r.kappa_path[ok], where="post", label=label)
+            ax_return.plot(r.steps, r.curve, color=line.get_color())
+        if best_fixed is not None:
+            ax_kappa.axhline(best_fixed.param, color="k", ls=":", lw=1, label=f"best fixed kappa={best_fixed.param:g}")
+        ax_kappa.set_ylabel("kappa")
+        ax_kappa.set_title(f"{env}: {population} population, each member's kappa")
+        ax_kappa.legend(fontsize=7)
+        ax_return.set_xlabel("env steps")
+        ax_return.set_ylabel("episode return (RLlib's mean)")
+        fig.tight_layout()
+        path = out / f"adaptive_{_safe(env)}_{_safe(population)}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    md, csv_path = out / "adaptive.md", out / "adaptive.csv"
+    md.write_text("\n".join(lines) + "\n")
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows_csv[0]) if rows_csv else ["env"])
+        writer.writeheader()
+        writer.writerows(rows_csv)
+    return [md, csv_path, *paths]
