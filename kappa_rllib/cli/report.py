@@ -32,8 +32,8 @@ def main(args) -> int:
                               include_unfinished=args.include_unfinished, notes=notes)
     except (ValueError, OSError) as e:
         return error(one_line(e))
-    table = next(p for p in paths if p.name == "table.md")
-    print(table.read_text())
+    for table in (p for p in paths if p.name in ("table.md", "adaptive.md")):  # fixed kappas, populations
+        print(table.read_text())
     print("[report] wrote:")
     for p in paths:
         print(f"  {p.resolve()}")
