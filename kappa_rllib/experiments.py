@@ -181,8 +181,10 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                     stop=grid.stop,
                     verbose=verbose,
                     callbacks=callbacks,
+                    # a population's members restore from each other's checkpoints: keep them all
                     checkpoint_config=tune.CheckpointConfig(
-                        checkpoint_frequency=checkpoint_every, checkpoint_at_end=True, num_to_keep=2
+                        checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
+                        num_to_keep=None if grid.scheduler is not None else 2,
                     ),
                     failure_config=tune.FailureConfig(max_failures=1),
                 ),
