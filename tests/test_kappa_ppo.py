@@ -209,3 +209,22 @@ def test_a_restore_with_a_new_kappa_re_plans_the_rest_of_the_schedule(ray_local,
     assert kappa[-1]["batches"] == 26 and kappa[-1]["iteration"] == kappa[-1]["num_iterations"] == 8
     assert all(k["kappa"] == 0.95 and k["changes"] == 1 for k in kappa)
     member.stop()
+
+
+def test_two_learners_hold_one_v_phi_snapshot_at_every_step(ray_local):
+    """num_learners = 2 (torch DDP on CPU): after every batch both learners' shaping V_phi give the
+    same values, and the snapshot moves exactly when a kappa-iteration ends (batches 2 and 4)."""
+    config = (settings(KappaPIPPOConfig(), kappa=0.9, c_fa=0.3, total_env_steps=26 * 256)
+              .learners(num_learners=2, num_cpus_per_learner=0.5).resources(num_cpus_for_main_process=0.5))
+    algo = config.build_algo()
+    obs = torch.tensor(np.random.default_rng(0).normal(size=(16, 4)), dtype=torch.float32)
+    seen = []
+    for _ in range(4):
+        algo.train()
+        results = algo.learner_group.foreach_learner(lambda learner: learner.snapshot_values(obs).numpy())
+        first, second = (r.get() for r in results)
+        np.testing.assert_array_equal(first, second)
+        seen.append(first)
+    moved = [not np.array_equal(a, b) for a, b in zip(seen, seen[1:])]
+    assert moved == [True, False, True]  # refreshed at the ends of batches 2 and 4 only
+    algo.stop()

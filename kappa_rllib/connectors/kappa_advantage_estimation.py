@@ -54,14 +54,16 @@ class KappaAdvantageEstimation(ConnectorV2):
 
     def __call__(self, *, rl_module, episodes, batch: dict[str, Any], **kwargs):
         data = batch[self.module_id]
-        if rl_module[self.module_id].is_stateful():
+        module = rl_module[self.module_id].unwrapped()  # with several learners: inside the DDP wrapper
+        if module.is_stateful():
             raise ValueError("kappa advantages need a stateless module (no LSTM / attention): "
                              "set model_config use_lstm=False")
+
+        def values(module_id):
+            return convert_to_numpy(rl_module[module_id].unwrapped().compute_values(data)) if module_id else None
+
         with torch.no_grad():
-            v_theta = convert_to_numpy(rl_module[self.module_id].compute_values(data))
-            v_shaping = (convert_to_numpy(rl_module[self.shaping_module_id].compute_values(data))
-                         if self.shaping_module_id else None)
-            v_fit = convert_to_numpy(rl_module[self.fit_module_id].compute_values(data)) if self.fit_module_id else None
+            v_theta, v_shaping, v_fit = values(self.module_id), values(self.shaping_module_id), values(self.fit_module_id)
         rewards, terminateds, truncateds = (convert_to_numpy(data[c]) for c in
                                             (Columns.REWARDS, Columns.TERMINATEDS, Columns.TRUNCATEDS))
         targets = surrogate_value_targets(v_theta, rewards, terminateds, truncateds, self.gamma, self.kappa, v_shaping)

@@ -65,7 +65,9 @@ class KappaPPOTorchLearner(PPOTorchLearner):
         else:
             loss = torch.mean(loss)
         self.metrics.log_value((module_id, PHI_VF_LOSS), loss.detach(), window=1)
-        return config.vf_loss_coeff * loss
+        # + 0 x the policy head's output: with several learners, torch DDP needs every parameter of
+        # the module it wraps in the backward graph (V_phi's policy head is never trained).
+        return config.vf_loss_coeff * loss + 0.0 * fwd_out[Columns.ACTION_DIST_INPUTS].sum()
 
     def end_kappa_iteration(self) -> None:
         """Closes a kappa-iteration: kappa-PI refreshes V_phi's snapshot, kappa-VI copies V_theta."""
