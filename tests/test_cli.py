@@ -19,7 +19,7 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--c-fa", "1"], "c_fa must lie in the open interval"),
         (["train", "--algo", "kappa-vi-dqn", "--env", "NoSuchEnv-v0"], "unknown env id 'NoSuchEnv-v0'"),
         (["train", "--algo", "kappa-pi-dqn", "--env", "Pendulum-v1"], "needs discrete actions"),
-        (["train", "--algo", "ppo", "--env", "CartPole-v1"], "invalid choice: 'ppo'"),
+        (["train", "--algo", "sarsa", "--env", "CartPole-v1"], "invalid choice: 'sarsa'"),
         (["train", "--algo", "dqn", "--env", "CartPole-v1", "--total-steps", "0"], "positive integer"),
         (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--kappa", "0.5", "--c-fa", "0.001",
           "--total-steps", "100"], "total_env_steps=100 gives 100 env steps < N_kappa=346"),

@@ -25,7 +25,7 @@ def test_there_are_paper_small_and_ablation_files():
     assert {"paper/atari_table1.py", "paper/atari_cfa_ablation.py", "paper/atari_lower_gamma.py",
             "paper/mujoco_table2.py", "paper/mujoco_cfa_ablation.py", "paper/mujoco_lower_gamma.py",
             "small/cartpole_dqn.py", "small/minatar_dqn.py", "small/mujoco_trpo.py",
-            "ablations/phi_fit_hopper.py"} <= names
+            "ablations/phi_fit_hopper.py", "adaptive/inverted_pendulum_ppo.py"} <= names
 
 
 @pytest.mark.parametrize("smoke", [False, True], ids=["full", "smoke"])
@@ -36,7 +36,10 @@ def test_every_config_file_builds_and_validates_its_grids(path, smoke):
     assert module.config is module.GRIDS[0].config and module.stop == {"done": True}  # RLlib-style file
     assert module.__doc__ and "Cost" in module.__doc__ and "kappa-rllib tune" in module.__doc__
     for grid in grids:
-        grid.validate()  # every trial's config, without Ray
+        grid.validate()  # every trial's config, and every value a population may move a member to
+        if grid.scheduler is not None:  # a population (adaptive kappa): members, not seeds
+            assert grid.num_trials() >= 4 and grid.mutations and set(grid.mutations) <= set(grid.config.to_dict())
+            continue
         assert grid.num_trials() >= 1 and "seed" in grid.axes()
         if smoke:
             assert len(grid.axes()["seed"]) == 2 and len(grid.axes().get("kappa", [0, 0])) == 2

@@ -59,7 +59,7 @@ def experiments(smoke: bool = False):
              scheduler=population("pbt", {"kappa": values}, perturbation_interval=interval)),
         Grid("pb2", kappa_ppo(start, 0, settings), mutations={"kappa": bounds},
              scheduler=population("pb2", {"kappa": bounds}, perturbation_interval=interval)),
-        Grid("kappa_pi_ppo", kappa_ppo(fixed, seeds(1 if smoke else 2), settings)),
+        Grid("kappa_pi_ppo", kappa_ppo(fixed, seeds(2), settings)),
     ]
 
 
