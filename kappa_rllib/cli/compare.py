@@ -20,13 +20,11 @@ def main(args) -> int:
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     if not algos:
         raise UsageError("--algos is empty")
-    summaries = run_algorithms(args, algos)
-    if isinstance(summaries, int):
-        return summaries
-    if len(summaries) > 1:
+    code, summaries = run_algorithms(args, algos)
+    if code == 0 and len(summaries) > 1:
         print()
         print(summary_table(summaries))
-    return 0
+    return code
 
 
 def summary_table(summaries) -> str:

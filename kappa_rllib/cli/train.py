@@ -34,7 +34,7 @@ def main(args) -> int:
         return train_file_main(args)
     if not args.algo:
         raise UsageError("--algo is required (or --resume RUN_DIR)")
-    return run_algorithms(args, [args.algo])
+    return run_algorithms(args, [args.algo])[0]
 
 
 def _run_dir(parent: str, algo: str, args, config) -> Path:
@@ -42,16 +42,16 @@ def _run_dir(parent: str, algo: str, args, config) -> Path:
     return runs.create(parent, algo, config, env=args.env, seed=args.seed)
 
 
-def run_algorithms(args, algos: list[str]) -> list[dict] | int:
+def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
     """Checks every algorithm's settings before Ray starts, then trains them one after another.
-    Returns the summaries, or an exit code if one run was interrupted."""
+    Returns the exit code (130 once a run is interrupted: the rest do not start) and the summaries."""
     if not args.env:
         raise UsageError("--env is required, e.g. --env CartPole-v1")
     configs = [(algo, *make_config(algo, args)) for algo in algos]
     if args.dry_run:
         for algo, config, preset_path in configs:
             print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
-        return 0
+        return 0, []
     check_output("--output", args.output)
     check_address(args)
     start_ray(args, args.torch_threads)
@@ -65,8 +65,8 @@ def run_algorithms(args, algos: list[str]) -> list[dict] | int:
         summaries.append(summary)
         code = finish_message(algo, summary, out_dir.resolve())
         if code:
-            return code
-    return summaries if args.command == "compare" else 0
+            return code, summaries
+    return 0, summaries
 
 
 def resume_main(args) -> int:
