@@ -155,6 +155,13 @@ class KappaPPO(ManifestMixin, KappaLoopMixin, PPO):
         self.phases.record_updates(1)
         return 1
 
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        # RLlib's EnvRunners sample PPO's batches: the remote ones take the restored policy now, not
+        # after the first update (the kappa loop's own sync only reaches the local one).
+        if "kappa" in state and self.env_runner_group.num_remote_env_runners():
+            self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
+
     def _end_improvement(self) -> None:
         """The variant's closing step, on every learner at once (they hold one snapshot)."""
         if self.config.kappa_plan.uses_v_phi:
