@@ -20,7 +20,7 @@ from kappa_rllib.envs import display_id
 
 def _cell(value) -> str:
     if isinstance(value, float):
-        return f"{value:g}"
+        return f"{value:.4g}"
     return display_id(value)
 
 
