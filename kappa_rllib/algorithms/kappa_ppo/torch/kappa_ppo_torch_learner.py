@@ -38,8 +38,8 @@ class KappaPPOTorchLearner(PPOTorchLearner):
                 shaping_module_id=self.shaping_module_id if self.plan.uses_v_phi else None,
                 fit_module_id=PHI_MODULE_ID if self.plan.evaluates_phi else None,
             ))
-        if self.plan.uses_v_phi:  # the first iteration shapes with V_phi's initial weights
-            self.end_kappa_iteration() if self.plan.evaluates_phi else None
+        if self.plan.evaluates_phi:  # the first iteration shapes with V_phi's initial weights
+            self.end_kappa_iteration()
 
     @property
     def shaping_module_id(self) -> str:
