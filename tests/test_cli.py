@@ -144,7 +144,7 @@ def test_train_file_then_evaluate_with_video(tmp_path):
     ["--algo", "kappa-vi-trpo", "--env", "InvertedPendulum-v5", "--kappa", "0.98", "--c-fa", "0.5",
      "--total-steps", "4096"],  # N_kappa = 2 kappa-iterations of 2 batches
     ["--algo", "kappa-vi-ppo", "--env", "CartPole-v1", "--kappa", "0.9", "--c-fa", "0.5",
-     "--total-steps", "4000"],  # RLlib's own EnvRunner and module: the greedy action through the module
+     "--total-steps", "8000"],  # N_kappa = 8 iterations of 1 batch; RLlib's own EnvRunner, greedy via the module
 ], ids=["kappa-pi-dqn", "kappa-vi-trpo", "kappa-vi-ppo"])
 def test_evaluate_a_kappa_run(tmp_path, train_args):
     proc = subprocess.run(CLI + ["train", *train_args, "--num-cpus", "1", "--output", str(tmp_path)],
