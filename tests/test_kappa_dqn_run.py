@@ -71,7 +71,7 @@ def test_checkpoint_restores_kappa_state_and_replay(ray_local, tmp_path):
     algo = short_config(KappaPIDQNConfig).build_algo()
     for _ in range(2):
         algo.train()
-    assert set(algo.get_state()["kappa"]) == {"phases", "counters", "replay_buffer"}
+    assert set(algo.get_state()["kappa"]) == {"phases", "counters", "replay_buffer", "settings", "changes"}
     path = algo.save_to_path(str(tmp_path / "ckpt"))
     restored = KappaPIDQN.from_checkpoint(path)
     assert restored.phases == algo.phases
