@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import itertools
+import json
 import os
 import sys
 from pathlib import Path
@@ -189,6 +190,10 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                     failure_config=tune.FailureConfig(max_failures=1),
                 ),
             )
+        if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
+            stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
+                {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
+                 "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
         with _tune_output(new_engine=not compact):
             results[grid.name] = tuner.fit()
     return results

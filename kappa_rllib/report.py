@@ -177,9 +177,19 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         env_steps=int(steps[-1]) if steps else 0,
         done=bool(rows[-1].get("done", False)),
         kappa_path=np.asarray(kappas, dtype=float),
-        # Tune's PBT (and PB2) log pbt_global.txt into the experiment folder that holds the members
-        population=result_file.parent.parent.name if (result_file.parent.parent / "pbt_global.txt").is_file() else None,
+        population=_population(result_file.parent.parent),
     )
+
+
+def _population(experiment: Path) -> str | None:
+    """The population a trial folder's experiment is (its name), if it is one: `kappa-rllib tune`
+    marks it (kappa_rllib.storage.POPULATION_MARKER); Tune's PBT / PB2 also log pbt_global.txt
+    there once they have moved a member (other tools' populations)."""
+    from kappa_rllib.storage import POPULATION_MARKER
+
+    if (experiment / POPULATION_MARKER).is_file() or (experiment / "pbt_global.txt").is_file():
+        return experiment.name
+    return None
 
 
 def load_paper_tables() -> dict:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 # the URI schemes of pyarrow.fs.FileSystem.from_uri (Tune's storage layer)
 SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
-RESULT_FILES = ("params.json", "result.json")
+POPULATION_MARKER = "kappa_population.json"  # a PBT / PB2 population's experiment folder (experiments.run)
+RESULT_FILES = ("params.json", "result.json", POPULATION_MARKER)
 
 
 def is_uri(storage) -> bool:
@@ -50,6 +51,18 @@ def holds_files(path: str) -> bool:
 
     fs, root = _filesystem(path)
     return bool(fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)))
+
+
+def write_text(folder: str, name: str, text: str) -> None:
+    """Writes `folder`/`name` (a local folder, made if needed, or a bucket URI prefix)."""
+    if not is_uri(folder):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / name).write_text(text)
+        return
+    fs, root = _filesystem(folder)
+    fs.create_dir(root, recursive=True)
+    with fs.open_output_stream(f"{root.rstrip('/')}/{name}") as out:
+        out.write(text.encode())
 
 
 def mirror_results(uri: str, local: Path) -> Path:

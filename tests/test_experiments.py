@@ -233,7 +233,7 @@ def test_a_pbt_population_runs_through_tune_and_its_report_shows_each_member_s_k
                    str(tmp_path), "--num-cpus", "2", "--report", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     folder = tmp_path / "inverted_pendulum_ppo_smoke"
-    assert (folder / "pbt" / "pbt_global.txt").is_file()
+    assert json.loads((folder / "pbt" / "kappa_population.json").read_text())["scheduler"] == "PopulationBasedTraining"
     paths = []
     for result in sorted((folder / "pbt").glob("*/result.json")):
         rows = [json.loads(line) for line in result.read_text().splitlines()]
