@@ -37,6 +37,13 @@ def check_positive(name: str, value) -> None:
         raise ValueError(f"{name} must be a number > 0, got {value!r}")
 
 
+def check_one_batch(total_env_steps: int, batch_size: int) -> None:
+    """T holds at least one batch (the on-policy families: TRPO, PPO)."""
+    if total_env_steps < batch_size:
+        raise ValueError(f"total_env_steps={total_env_steps} is less than one batch "
+                         f"(train_batch_size={batch_size}); raise total_env_steps")
+
+
 def check_bool(name: str, value) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be true or false, got {value!r}")

@@ -77,7 +77,7 @@ class KappaLoopMixin:
     def step(self):
         result = super().step()
         result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters,
-                           **self._settings(), "changes": len(getattr(self, "kappa_changes", []))}
+                           **self._settings(), "changes": len(self.kappa_changes)}
         report_runtime(self, result)
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
@@ -89,10 +89,19 @@ class KappaLoopMixin:
             "phases": self.phases.get_state(),
             "counters": dict(self.counters),
             "settings": self._settings(),
-            "changes": list(getattr(self, "kappa_changes", [])),
+            "changes": list(self.kappa_changes),
             **self._extra_kappa_state(),
         }
         return state
+
+    @property
+    def kappa_changes(self) -> list:
+        """The kappa / C_FA changes adopted so far (adaptive kappa), oldest first."""
+        return self.__dict__.setdefault("_kappa_changes", [])
+
+    @kappa_changes.setter
+    def kappa_changes(self, changes: list) -> None:
+        self.__dict__["_kappa_changes"] = changes
 
     def _settings(self) -> dict:
         return {"kappa": float(self.config.kappa), "c_fa": float(self.config.c_fa),

@@ -31,6 +31,7 @@ from kappa_rllib.algorithms.config_mixins import (
     TwoStageValidationMixin,
     check_env_known,
     check_int,
+    check_one_batch,
 )
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.checkpoints import ManifestMixin
@@ -100,9 +101,7 @@ class KappaPPOConfig(TwoStageValidationMixin, EnvIdMixin, KappaConfigMixin, PPOC
             problems.add("use_lstm/use_attention: kappa advantages need a stateless module")
 
     def check_relations(self) -> None:
-        if self.total_env_steps < self.total_train_batch_size:
-            raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
-                             f"(train_batch_size={self.total_train_batch_size}); raise total_env_steps")
+        check_one_batch(self.total_env_steps, self.total_train_batch_size)
         self.check_kappa_schedule("PPO iterations")
 
 

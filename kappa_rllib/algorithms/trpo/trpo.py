@@ -30,6 +30,7 @@ from kappa_rllib.algorithms.config_mixins import (
     SettingProblems,
     TwoStageValidationMixin,
     check_int,
+    check_one_batch,
     check_positive,
 )
 from kappa_rllib.checkpoints import ManifestMixin
@@ -129,9 +130,7 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
             raise ValueError("vf_share_layers=True: TRPO trains the value net separately from the policy")
 
     def check_relations(self) -> None:
-        if self.total_env_steps < self.train_batch_size:
-            raise ValueError(f"total_env_steps={self.total_env_steps} is less than one batch "
-                             f"(train_batch_size={self.train_batch_size}); raise total_env_steps")
+        check_one_batch(self.total_env_steps, self.train_batch_size)
 
 
 class TRPO(ManifestMixin, Algorithm):
