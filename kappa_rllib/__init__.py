@@ -25,6 +25,10 @@ _LAZY = {
     "KappaPIPPOConfig": "kappa_rllib.algorithms.kappa_ppo",
     "KappaVIPPO": "kappa_rllib.algorithms.kappa_ppo",
     "KappaVIPPOConfig": "kappa_rllib.algorithms.kappa_ppo",
+    "KappaPIAPPO": "kappa_rllib.algorithms.kappa_appo",
+    "KappaPIAPPOConfig": "kappa_rllib.algorithms.kappa_appo",
+    "KappaVIAPPO": "kappa_rllib.algorithms.kappa_appo",
+    "KappaVIAPPOConfig": "kappa_rllib.algorithms.kappa_appo",
     "TRPO": "kappa_rllib.algorithms.trpo",
     "TRPOConfig": "kappa_rllib.algorithms.trpo",
 }

@@ -16,3 +16,5 @@ TRPO = {"kappa": 0.84, "c_fa": 0.2, "total_env_steps": 2_000_000}
 # kappa-PPO (no paper setting: the paper names PPO among the solvers of the surrogate MDP but runs
 # TRPO): the TRPO family's kappa, C_FA and T; PPO's own settings are RLlib's defaults.
 PPO = {"kappa": 0.84, "c_fa": 0.2, "total_env_steps": 2_000_000}
+# kappa-APPO (no paper setting either): the same kappa, C_FA and T, counting APPO's train batches.
+APPO = {"kappa": 0.84, "c_fa": 0.2, "total_env_steps": 2_000_000}

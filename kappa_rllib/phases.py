@@ -17,6 +17,7 @@ both are 0 and the machine is the plain one.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import asdict, dataclass
 
 from kappa_rllib.schedule import iteration_end, samples_per_iteration
@@ -69,6 +70,11 @@ class KappaPhaseMachine:
         self.segment_steps, self.segment_iteration = current_end, self.iteration + 1
         self.num_iterations = self.iteration + 1 + after
         return after
+
+    def iterations_ended_by(self, units: int) -> int:
+        """How many kappa-iterations of this plan end at or before `units` (0..num_iterations):
+        where a learner that only sees unit counts (kappa-APPO's) stands in the schedule."""
+        return bisect.bisect_right(range(self.num_iterations), units, key=self._iteration_end)
 
     @property
     def done(self) -> bool:

@@ -8,12 +8,14 @@ def register_with_tune() -> None:
     """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN")."""
     from ray.tune.registry import register_trainable
 
+    from kappa_rllib.algorithms.kappa_appo.kappa_appo import KappaPIAPPO, KappaVIAPPO
     from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaPIDQN, KappaVIDQN
     from kappa_rllib.algorithms.kappa_ppo.kappa_ppo import KappaPIPPO, KappaVIPPO
     from kappa_rllib.algorithms.kappa_trpo.kappa_trpo import KappaPITRPO, KappaVITRPO
     from kappa_rllib.algorithms.trpo.trpo import TRPO
 
-    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO, KappaPIPPO, KappaVIPPO):
+    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO, KappaPIPPO, KappaVIPPO, KappaPIAPPO,
+                KappaVIAPPO):
         register_trainable(cls.__name__, cls)
 
 

@@ -16,18 +16,17 @@ import torch
 
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.learner import GeneralAdvantageEstimation
-from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import copy_value_net
+from kappa_rllib.algorithms.actor_critic import KappaValueLearnerMixin
 from kappa_rllib.connectors.kappa_advantage_estimation import KappaAdvantageEstimation
-from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID
 
 PHI_VF_LOSS = "kappa_phi_vf_loss"
 
 
-class KappaPPOTorchLearner(PPOTorchLearner):
+class KappaPPOTorchLearner(KappaValueLearnerMixin, PPOTorchLearner):
     def build(self) -> None:
         super().build()
         self.plan = self.config.kappa_plan
@@ -38,19 +37,7 @@ class KappaPPOTorchLearner(PPOTorchLearner):
                 shaping_module_id=self.shaping_module_id if self.plan.uses_v_phi else None,
                 fit_module_id=PHI_MODULE_ID if self.plan.evaluates_phi else None,
             ))
-        if self.plan.evaluates_phi:  # the first iteration shapes with V_phi's initial weights
-            self.end_kappa_iteration()
-
-    @property
-    def shaping_module_id(self) -> str:
-        """The network whose values enter the shaped reward r + gamma (1 - kappa) V_phi(s')."""
-        return PHI_SHAPING_MODULE_ID if self.plan.evaluates_phi else PHI_MODULE_ID
-
-    def configure_optimizers_for_module(self, module_id, config=None) -> None:
-        # The policy and V_theta always train; V_phi only where it is evaluated (kappa-PI). The
-        # kappa-VI copy and the kappa-PI snapshot only ever receive weights: no optimizer.
-        if module_id == DEFAULT_MODULE_ID or (module_id == PHI_MODULE_ID and config.kappa_plan.evaluates_phi):
-            super().configure_optimizers_for_module(module_id, config)
+        self._build_kappa()
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if module_id != PHI_MODULE_ID:
@@ -68,16 +55,3 @@ class KappaPPOTorchLearner(PPOTorchLearner):
         # + 0 x the policy head's output: with several learners, torch DDP needs every parameter of
         # the module it wraps in the backward graph (V_phi's policy head is never trained).
         return config.vf_loss_coeff * loss + 0.0 * fwd_out[Columns.ACTION_DIST_INPUTS].sum()
-
-    def end_kappa_iteration(self) -> None:
-        """Closes a kappa-iteration: kappa-PI refreshes V_phi's snapshot, kappa-VI copies V_theta."""
-        with torch.no_grad():
-            if self.plan.evaluates_phi:  # the next surrogate MDP is fixed (Alg. 7, lines 12-13)
-                copy_value_net(self.module[PHI_MODULE_ID].unwrapped(), self.module[PHI_SHAPING_MODULE_ID].unwrapped())
-            elif self.plan.copies_theta_to_phi:  # Alg. 8, line 11
-                copy_value_net(self.module[DEFAULT_MODULE_ID].unwrapped(), self.module[PHI_MODULE_ID].unwrapped())
-
-    def snapshot_values(self, obs) -> torch.Tensor:
-        """V_phi's values on `obs` as the shaped reward reads them (tests: every learner agrees)."""
-        with torch.no_grad():
-            return self.module[self.shaping_module_id].unwrapped().compute_values({Columns.OBS: obs})

@@ -1,0 +1,163 @@
+"""kappa-PI-APPO and kappa-VI-APPO: RLlib's APPO solving the surrogate MDP M_{gamma kappa}(V_phi).
+
+The paper's kappa-PI/VI (Algorithms 7, 8) on RLlib's asynchronous actor-learner algorithm:
+EnvRunners sample raw, unshaped episodes on any node; the learners shape the rewards with V_phi
+and run V-trace with the discount gamma * kappa (kappa_rllib.algorithms.kappa_appo.torch).
+Everything kappa is shared with the other families:
+  * schedule: T = total_env_steps // train_batch_size APPO batches, N_kappa from C_FA
+    (kappa_rllib.schedule), T_kappa = T / N_kappa batches per kappa-iteration; the outer loop is
+    kappa_rllib.algorithms.kappa_loop, the phase machine kappa_rllib.phases;
+  * what the variant does with V_phi: config.kappa_plan (kappa_rllib.variant);
+  * the V_phi modules, settings and validation: kappa_rllib.algorithms.actor_critic.
+
+APPO samples and learns asynchronously, so a kappa-iteration cannot end at an exact env step:
+  * the algorithm counts the env steps its EnvRunners returned (RLlib's sampled-lifetime count) and
+    ends an iteration at the first `training_step` whose count reaches the iteration's planned end
+    (in batches of train_batch_size); an iteration that overshoots leaves the next one shorter, so
+    every end stays where the plan puts it, and the run ends once T batches were sampled;
+  * every learner closes the same iteration before the first update whose batch was sent at or
+    after that count (the learner docstring), so with several learners all hold one snapshot.
+`appo` on the command line is kappa-PI-APPO with kappa = 1: exactly APPO (tested).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ray.rllib.algorithms.appo.appo import APPO, APPOConfig
+from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+from kappa_rllib import defaults
+from kappa_rllib.algorithms.actor_critic import KappaActorCriticConfigMixin
+from kappa_rllib.algorithms.config_mixins import SettingProblems
+from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
+from kappa_rllib.checkpoints import ManifestMixin
+from kappa_rllib.phases import KappaPhaseMachine
+from kappa_rllib.variant import PI, VI
+
+
+class KappaAPPOConfig(KappaActorCriticConfigMixin, APPOConfig):
+    """APPOConfig plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`; use the PI/VI subclasses.
+
+    `KappaPIAPPOConfig.from_appo(appo_config)` puts kappa on an APPOConfig you already have.
+    """
+
+    BASE_CONFIG = APPOConfig
+    DEFAULTS = defaults.APPO
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class)
+        # One result per `train()` call of at least one batch (not APPO's 10 s): kappa-APPO's
+        # training_step itself runs until a batch of the schedule was sampled.
+        self.min_time_s_per_iteration = None
+
+    @classmethod
+    def from_appo(cls, appo_config: APPOConfig, **kappa_settings) -> "KappaAPPOConfig":
+        """This class's config with every setting of `appo_config` (env, lr, batch sizes, model,
+        env runners, learners, ...) and the given kappa settings (kappa=, c_fa=, total_env_steps=, ...)."""
+        return cls.from_base(appo_config, **kappa_settings)
+
+    def get_default_learner_class(self):
+        from kappa_rllib.algorithms.kappa_appo.torch.kappa_appo_torch_learner import KappaAPPOTorchLearner
+
+        return KappaAPPOTorchLearner
+
+    def build_learner_connector(self, input_observation_space, input_action_space, device=None):
+        connector = super().build_learner_connector(input_observation_space, input_action_space, device)
+        if self.kappa_plan.evaluates_phi:  # kappa-PI's V_phi trains on the same rows as the policy
+            from kappa_rllib.connectors.kappa_phi_batch import KappaPhiBatch
+
+            connector.append(KappaPhiBatch())
+        return connector
+
+    def check_ranges(self, problems: SettingProblems) -> None:
+        super().check_ranges(problems)
+        if self.num_aggregator_actors_per_learner:
+            problems.add("num_aggregator_actors_per_learner: kappa-APPO builds its batches on the learners "
+                         "(V_phi's rows travel with the policy's); leave it at 0")
+
+
+class KappaPIAPPOConfig(KappaAPPOConfig):
+    kappa_variant = PI
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaPIAPPO)
+
+
+class KappaVIAPPOConfig(KappaAPPOConfig):
+    kappa_variant = VI
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaVIAPPO)
+
+
+class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
+    def setup(self, config) -> None:
+        super().setup(config)
+        self.phases = KappaPhaseMachine(
+            total_steps=self.config.schedule_length,
+            num_iterations=self.config.num_kappa_iterations,
+            with_evaluation_phase=False,  # V_phi's fit happens inside each update
+            unit="batches",
+        )
+        self.counters = {"env_steps": 0}
+        self._push_kappa_schedule()
+
+    # ----- the kappa loop's hooks
+    def _units_per_training_step(self) -> int:
+        return 1  # a train() call lasts until one more batch of the schedule was sampled
+
+    def training_step(self) -> None:
+        if self.phases.done and self.__dict__.get("_kappa_step_started"):
+            time.sleep(0.05)  # RLlib's loop asked for more within the train() call that finished T
+            return
+        self._kappa_step_started = True
+        super().training_step()
+
+    def step(self):
+        self._kappa_step_started = False
+        return super().step()
+
+    def _improvement_step(self, max_units: int) -> int:
+        """One round of APPO (collect what the EnvRunners finished, send batches to the learners,
+        broadcast weights); returns the batches of the schedule it completed (module docstring)."""
+        if self.phases.steps_left_in_phase() == 0:
+            return 0  # the previous round overshot this whole iteration: close it without sampling
+        before = self._env_steps_sampled()
+        APPO.training_step(self)
+        self.counters["env_steps"] += self._env_steps_sampled() - before
+        units = min(self.counters["env_steps"] // self.config.total_train_batch_size, self.phases.total_steps)
+        new = max(0, units - self.phases.steps)
+        self.phases.record_steps(new)
+        self.phases.record_updates(new)
+        return new
+
+    def _env_steps_sampled(self) -> int:
+        return int(self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
+
+    # The learners close kappa-iterations themselves, from the env-step counts their batches carry.
+
+    # ----- the learners' copy of the plan
+    def _push_kappa_schedule(self) -> None:
+        plan = self.phases.get_state()
+        self.learner_group.foreach_learner(lambda learner: learner.set_kappa_schedule(plan))
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        if "kappa" in state:
+            self._push_kappa_schedule()  # restored (and maybe re-planned by adaptive kappa)
+            if self.env_runner_group.num_remote_env_runners():  # sample with the restored policy now
+                self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group,
+                                                   inference_only=True)
+
+
+class KappaPIAPPO(KappaAPPO):
+    @classmethod
+    def get_default_config(cls):
+        return KappaPIAPPOConfig()
+
+
+class KappaVIAPPO(KappaAPPO):
+    @classmethod
+    def get_default_config(cls):
+        return KappaVIAPPOConfig()
