@@ -289,7 +289,9 @@ def _classes(family: str):
         return {"pi": k.KappaPITRPOConfig, "vi": k.KappaVITRPOConfig, "baseline": k.TRPOConfig}
     if family == "ppo":  # the baseline is kappa-PI-PPO at kappa = 1: exactly PPO with lambda = 1
         return {"pi": k.KappaPIPPOConfig, "vi": k.KappaVIPPOConfig, "baseline": k.KappaPIPPOConfig}
-    raise ValueError(f"family must be 'dqn', 'trpo' or 'ppo', got {family!r}")
+    if family == "appo":  # the baseline is kappa-PI-APPO at kappa = 1: exactly APPO
+        return {"pi": k.KappaPIAPPOConfig, "vi": k.KappaVIAPPOConfig, "baseline": k.KappaPIAPPOConfig}
+    raise ValueError(f"family must be 'dqn', 'trpo', 'ppo' or 'appo', got {family!r}")
 
 
 # Tiny budgets for `--smoke` (about a minute a grid on 2 cores; nothing is learned, everything runs).
@@ -299,6 +301,7 @@ SMOKE_SETTINGS = {
     # 60 batches of 128 steps: >= N_kappa (52 at kappa 0.68, C_FA 0.2)
     "trpo": {"total_env_steps": 60 * 128, "train_batch_size": 128},
     "ppo": {"total_env_steps": 60 * 128, "train_batch_size": 128, "minibatch_size": 64, "num_epochs": 2},
+    "appo": {"total_env_steps": 60 * 100, "train_batch_size_per_learner": 100},
 }
 
 

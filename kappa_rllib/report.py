@@ -56,7 +56,7 @@ class Run:
 
     path: str
     env: str
-    family: str  # "dqn", "trpo" or "ppo"
+    family: str  # "dqn", "trpo", "ppo" or "appo"
     variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
     kappa: float  # 1.0 for plain TRPO and GAE
     c_fa: float | None
@@ -155,7 +155,8 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         steps.append(runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime", 0)))
         curve.append(runners.get("episode_return_mean", float("nan")))
         variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
-    family = "trpo" if "max_kl" in params else "ppo" if "clip_param" in params else "dqn"
+    family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
+              else "dqn")
     is_kappa = variant != "plain"
     if variant == "kappa-pi" and params.get("phi_fit", "every_batch") != "every_batch":
         variant += f" (phi_fit={params['phi_fit']})"  # kappa-PI-TRPO's V_phi schedule ablation
@@ -352,7 +353,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
 
 
 def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0) -> list[Path]:
-    base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO"}
+    base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
           "",

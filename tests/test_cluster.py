@@ -197,3 +197,21 @@ def test_ray_job_submit_runs_a_train_with_a_remote_env_runner(cluster, tmp_path)
     assert meta["finished"] is True and meta["total_env_steps"] == 2000
     last = json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
     assert last["done"] and last["healthy_env_runners"] == 1 and last["node_id"] in cluster.node_ids()
+
+
+def test_kappa_appo_runs_with_env_runners_on_both_nodes(cluster, tmp_path):
+    """`ray job submit -- kappa-rllib train --algo kappa-pi-appo`: two EnvRunners (one CPU each), one
+    on each node, sample asynchronously for the learner in the driver; the run finishes T."""
+    cluster.wait_idle()
+    job = cluster.run("ray", "job", "submit", f"--address={cluster.dashboard}", "--submission-id=kappa-appo",
+                      "--", "kappa-rllib", "train", "--algo", "kappa-pi-appo", "--env", "CartPole-v1",
+                      "--kappa", "0.9", "--c-fa", "0.5", "--total-steps", "6000", "--num-env-runners", "2",
+                      "--output", tmp_path)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    (run_dir,) = tmp_path.iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["finished"] is True and meta["total_env_steps"] == 6000
+    last = json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
+    assert last["done"] and last["kappa"]["iteration"] == last["kappa"]["num_iterations"] == 8
+    assert last["kappa"]["env_steps"] >= 6000 and last["healthy_env_runners"] == 2
+    assert set(last["env_runner_node_ids"].split(",")) == cluster.node_ids()

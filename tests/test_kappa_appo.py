@@ -276,7 +276,7 @@ def test_from_appo_keeps_the_appo_settings_and_adds_kappa():
 @pytest.mark.learning
 def test_kappa_pi_appo_learns_cartpole(ray_local):
     config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.2, total_env_steps=60_000, vf_loss_coeff=0.05,
-                       entropy_coeff=0.0)
+                       entropy_coeff=0.0, lr=1e-3)
               .env_runners(num_env_runners=1, num_envs_per_env_runner=4, rollout_fragment_length=50)
               .training(train_batch_size_per_learner=500))
     algo = config.build_algo()

@@ -111,12 +111,12 @@ def sync_env_runner_weights(algorithm) -> None:
 def _process_id(env_runner):
     import os
 
-    return env_runner.worker_index, os.getpid()
+    return env_runner.worker_index, os.getpid(), ray.get_runtime_context().get_node_id()
 
 
 def report_runtime(algorithm, result: dict) -> None:
-    """Where and how the run is running: adds `node_id`, `env_runner_restarts` and
-    `healthy_env_runners` to a result.
+    """Where and how the run is running: adds `node_id`, `env_runner_restarts`, `healthy_env_runners`
+    and `env_runner_node_ids` (the Ray nodes of the remote EnvRunners, comma-separated) to a result.
 
     `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
     nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart.
@@ -127,14 +127,16 @@ def report_runtime(algorithm, result: dict) -> None:
     group = algorithm.env_runner_group
     seen = algorithm.__dict__.setdefault("_env_runner_pids", {})
     restarts = algorithm.__dict__.get("_env_runner_restarts", 0)
-    healthy = 0
+    healthy, nodes = 0, set()
     if group is not None and group.num_remote_env_runners() > 0:
-        for index, pid in group.foreach_env_runner(_process_id, local_env_runner=False):
+        for index, pid, node_id in group.foreach_env_runner(_process_id, local_env_runner=False):
             healthy += 1
             if index in seen and seen[index] != pid:
                 restarts += 1
             seen[index] = pid
+            nodes.add(node_id)
     algorithm._env_runner_restarts = restarts
     result["node_id"] = ray.get_runtime_context().get_node_id()
     result["env_runner_restarts"] = restarts
     result["healthy_env_runners"] = healthy
+    result["env_runner_node_ids"] = ",".join(sorted(nodes))

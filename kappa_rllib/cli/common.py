@@ -10,14 +10,18 @@ from pathlib import Path
 DQN_FAMILY = ("kappa-pi-dqn", "kappa-vi-dqn", "dqn")
 TRPO_FAMILY = ("kappa-pi-trpo", "kappa-vi-trpo", "trpo", "gae")
 PPO_FAMILY = ("kappa-pi-ppo", "kappa-vi-ppo", "ppo")
-ALGORITHMS = DQN_FAMILY + TRPO_FAMILY + PPO_FAMILY
-KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo", "kappa-pi-ppo", "kappa-vi-ppo")
-# The baselines that are a kappa algorithm at kappa = 1 (exactly DQN, exactly PPO with lambda = 1).
-KAPPA_ONE = ("dqn", "ppo")
+APPO_FAMILY = ("kappa-pi-appo", "kappa-vi-appo", "appo")
+ALGORITHMS = DQN_FAMILY + TRPO_FAMILY + PPO_FAMILY + APPO_FAMILY
+KAPPA_ALGORITHMS = ("kappa-pi-dqn", "kappa-vi-dqn", "kappa-pi-trpo", "kappa-vi-trpo", "kappa-pi-ppo", "kappa-vi-ppo",
+                    "kappa-pi-appo", "kappa-vi-appo")
+# The baselines that are a kappa algorithm at kappa = 1 (exactly DQN, PPO with lambda = 1, APPO).
+KAPPA_ONE = ("dqn", "ppo", "appo")
 
 
 def family(algo: str) -> str:
-    return "dqn" if algo in DQN_FAMILY else "ppo" if algo in PPO_FAMILY else "trpo"
+    if algo in DQN_FAMILY:
+        return "dqn"
+    return "ppo" if algo in PPO_FAMILY else "appo" if algo in APPO_FAMILY else "trpo"
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # stopped by SIGINT / SIGTERM (after writing a checkpoint)
 

@@ -11,7 +11,7 @@ from kappa_rllib.variant import PHI_FITS
 
 def _family_defaults(key: str, fmt=str) -> str:
     return (f"DQN family {fmt(defaults.DQN[key])}, TRPO family {fmt(defaults.TRPO[key])}, "
-            f"PPO family {fmt(defaults.PPO[key])}")
+            f"PPO family {fmt(defaults.PPO[key])}, APPO family {fmt(defaults.APPO[key])}")
 
 
 def add_run_arguments(p) -> None:
@@ -56,18 +56,21 @@ def config_class(algo: str):
         "kappa-pi-trpo": k.KappaPITRPOConfig, "kappa-vi-trpo": k.KappaVITRPOConfig,
         "trpo": k.TRPOConfig, "gae": k.TRPOConfig,
         "kappa-pi-ppo": k.KappaPIPPOConfig, "kappa-vi-ppo": k.KappaVIPPOConfig, "ppo": k.KappaPIPPOConfig,
+        "kappa-pi-appo": k.KappaPIAPPOConfig, "kappa-vi-appo": k.KappaVIAPPOConfig, "appo": k.KappaPIAPPOConfig,
     }[algo]
 
 
 # An RLlib Algorithm class of this package -> its command-line name (`train file`).
 ALGO_NAMES = {"KappaPIDQN": "kappa-pi-dqn", "KappaVIDQN": "kappa-vi-dqn", "KappaPITRPO": "kappa-pi-trpo",
-              "KappaVITRPO": "kappa-vi-trpo", "TRPO": "trpo", "KappaPIPPO": "kappa-pi-ppo", "KappaVIPPO": "kappa-vi-ppo"}
+              "KappaVITRPO": "kappa-vi-trpo", "TRPO": "trpo", "KappaPIPPO": "kappa-pi-ppo", "KappaVIPPO": "kappa-vi-ppo",
+              "KappaPIAPPO": "kappa-pi-appo", "KappaVIAPPO": "kappa-vi-appo"}
 
 
 def make_config(algo: str, args):
     """The validated AlgorithmConfig for one run; raises UsageError on bad settings.
 
-    dqn is kappa-PI-DQN with kappa = 1 (exactly DQN), ppo kappa-PI-PPO with kappa = 1 (exactly PPO
+    dqn is kappa-PI-DQN with kappa = 1 (exactly DQN), appo kappa-PI-APPO with kappa = 1 (exactly
+    APPO), ppo kappa-PI-PPO with kappa = 1 (exactly PPO
     with lambda = 1); trpo is TRPO with lambda = 1 (the paper's kappa = 1 baseline); gae is TRPO with
     GAE(gamma, lambda) advantages.
     """

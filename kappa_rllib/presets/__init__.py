@@ -15,7 +15,7 @@ SECTIONS = ("environment", "training", "rl_module", "env_runners")
 
 
 def preset_for(env_id: str, family: str = "dqn") -> Path | None:
-    """The packaged preset of an algorithm family ("dqn", "trpo" or "ppo") for an env, if any.
+    """The packaged preset of an algorithm family ("dqn", "trpo", "ppo" or "appo") for an env, if any.
 
     The TRPO family has none: its defaults are the paper's Table 4 (MuJoCo) already.
     """
@@ -27,6 +27,8 @@ def preset_for(env_id: str, family: str = "dqn") -> Path | None:
         return PRESET_DIR / "dqn_cartpole.yaml"
     if family == "ppo" and env_id.startswith("CartPole-"):
         return PRESET_DIR / "ppo_cartpole.yaml"
+    if family == "appo" and env_id.startswith("CartPole-"):
+        return PRESET_DIR / "appo_cartpole.yaml"
     return None
 
 

@@ -50,6 +50,10 @@ class KappaAPPOConfig(KappaActorCriticConfigMixin, APPOConfig):
         # One result per `train()` call of at least one batch (not APPO's 10 s): kappa-APPO's
         # training_step itself runs until a batch of the schedule was sampled.
         self.min_time_s_per_iteration = None
+        # The learner in the driver process, as in every kappa-rllib algorithm (APPO's default is
+        # one remote learner actor, which needs a CPU of its own beside the EnvRunners');
+        # `.learners(num_learners=N)` gives N learner actors (torch DDP for N >= 2).
+        self.num_learners = 0
 
     @classmethod
     def from_appo(cls, appo_config: APPOConfig, **kappa_settings) -> "KappaAPPOConfig":
