@@ -195,7 +195,8 @@ def test_kappa_pi_appo_run_checkpoint_and_restore_with_a_new_kappa(ray_local, tm
     learner closes the iterations the driver ended (they agree once its queue is drained), V_phi
     trains, a checkpoint restores phases, counters, the learner's closes and the sampled count, and
     a restore with another kappa re-plans the rest and reaches the learners."""
-    config = settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.3, total_env_steps=26 * 200).env_runners(num_env_runners=1)
+    config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.3, total_env_steps=26 * 200)
+              .env_runners(num_env_runners=1, num_envs_per_env_runner=4))
     algo = config.build_algo()
     results = [algo.train() for _ in range(6)]
     kappa = [r["kappa"] for r in results]
@@ -218,7 +219,8 @@ def test_kappa_pi_appo_run_checkpoint_and_restore_with_a_new_kappa(ray_local, tm
     assert restored.train()["kappa"]["batches"] > phases.steps
     restored.stop()
 
-    member = settings(KappaPIAPPOConfig(), kappa=0.95, c_fa=0.3, total_env_steps=26 * 200).build_algo()
+    member = (settings(KappaPIAPPOConfig(), kappa=0.95, c_fa=0.3, total_env_steps=26 * 200)
+              .env_runners(num_envs_per_env_runner=4).build_algo())
     member.restore_from_path(path)
     change = member.kappa_changes[0]
     assert (change["from"]["kappa"], change["to"]["kappa"]) == (0.9, 0.95)
@@ -238,7 +240,8 @@ def test_two_learners_close_every_iteration_at_the_same_update_with_one_snapshot
     update on both learners and leaves the same snapshot (checksums equal), and after the run both
     learners' V_phi give the same values."""
     config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.5, total_env_steps=8 * 400)
-              .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+              .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5, num_envs_per_env_runner=4,
+                           rollout_fragment_length=50)
               .learners(num_learners=2, num_cpus_per_learner=0.5).resources(num_cpus_for_main_process=0.5))
     algo = config.build_algo()
     while not algo.train().get("done"):
@@ -276,8 +279,8 @@ def test_from_appo_keeps_the_appo_settings_and_adds_kappa():
 @pytest.mark.learning
 def test_kappa_pi_appo_learns_cartpole(ray_local):
     config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.2, total_env_steps=60_000, vf_loss_coeff=0.05,
-                       entropy_coeff=0.0, lr=1e-3)
-              .env_runners(num_env_runners=1, num_envs_per_env_runner=4, rollout_fragment_length=50)
+                       entropy_coeff=0.0, lr=2e-3)
+              .env_runners(num_env_runners=1, num_envs_per_env_runner=8, rollout_fragment_length=50)
               .training(train_batch_size_per_learner=500))
     algo = config.build_algo()
     best = 0.0
