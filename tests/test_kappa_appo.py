@@ -62,13 +62,31 @@ def loss_and_gradients(learner, batch, module_id=DEFAULT_MODULE_ID):
                                         if p.grad is not None}
 
 
-def twin_learners(kappa_config, stock_config):
-    """A kappa learner and a stock APPO learner whose policy/V_theta module (and its target
-    network) hold the same weights."""
-    env = gym.make("CartPole-v1")
-    kappa_learner, stock_learner = kappa_config.build_learner(env=env), stock_config.build_learner(env=env)
-    kappa_learner.module[DEFAULT_MODULE_ID].load_state_dict(stock_learner.module[DEFAULT_MODULE_ID].state_dict())
-    return kappa_learner, stock_learner
+@pytest.fixture
+def build_learner():
+    """config -> a learner in this process, shut down after the test: an APPO learner starts a
+    thread that polls its batch buffer without pause (RLlib's CircularBuffer.get) until stopped."""
+    learners = []
+
+    def build(config):
+        learners.append(config.build_learner(env=gym.make("CartPole-v1")))
+        return learners[-1]
+
+    yield build
+    for learner in learners:
+        learner.shutdown()
+
+
+@pytest.fixture
+def twin_learners(build_learner):
+    """(kappa config, stock config) -> a kappa learner and a stock APPO learner whose policy/V_theta
+    module (and its target network) hold the same weights."""
+    def build(kappa_config, stock_config):
+        kappa_learner, stock_learner = build_learner(kappa_config), build_learner(stock_config)
+        kappa_learner.module[DEFAULT_MODULE_ID].load_state_dict(stock_learner.module[DEFAULT_MODULE_ID].state_dict())
+        return kappa_learner, stock_learner
+
+    return build
 
 
 def assert_same(first, second):
@@ -80,7 +98,7 @@ def assert_same(first, second):
 
 
 @pytest.mark.parametrize("config_cls", [KappaPIAPPOConfig, KappaVIAPPOConfig], ids=["pi", "vi"])
-def test_kappa_one_is_stock_appo_loss_and_gradients(episodes, config_cls):
+def test_kappa_one_is_stock_appo_loss_and_gradients(episodes, twin_learners, config_cls):
     kappa_learner, stock_learner = twin_learners(settings(config_cls(), kappa=1.0, total_env_steps=10_000),
                                                  settings(APPOConfig()))
     kappa_batch, stock_batch = learner_batch(kappa_learner, episodes), learner_batch(stock_learner, episodes)
@@ -92,7 +110,7 @@ def test_kappa_one_is_stock_appo_loss_and_gradients(episodes, config_cls):
 
 
 @pytest.mark.parametrize("config_cls", [KappaPIAPPOConfig, KappaVIAPPOConfig], ids=["pi", "vi"])
-def test_kappa_appo_is_appo_on_the_shaped_reward_with_discount_gamma_kappa(episodes, config_cls):
+def test_kappa_appo_is_appo_on_the_shaped_reward_with_discount_gamma_kappa(episodes, twin_learners, config_cls):
     """The shaped rewards are written out here from V_phi's values: r_t + gamma (1 - kappa)
     V_phi(s_{t+1}) (1 - terminated_t) on real rows, the reward untouched on RLlib's artificial
     rows; stock APPO built with gamma * kappa on that batch gives kappa-APPO's loss and gradients."""
@@ -164,14 +182,14 @@ def snapshot_checksum(learner):
 
 
 @pytest.mark.parametrize("config_cls", [KappaPIAPPOConfig, KappaVIAPPOConfig], ids=["pi", "vi"])
-def test_the_first_update_sent_at_an_iteration_end_closes_it(config_cls):
+def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, config_cls):
     """The learner's copy of the plan: 10 batches of 200 env steps, N_kappa = 3 (ends after batches
     4, 7, 10). Updates carry the env steps sampled when their batch was sent; the snapshot moves
     only at the first update at or past an end, once even when one update passes two ends, and
     never for an update that carries an older count (a replayed batch)."""
     from kappa_rllib.phases import KappaPhaseMachine
 
-    learner = settings(config_cls(), kappa=0.9, c_fa=0.3, total_env_steps=2000).build_learner(env=gym.make("CartPole-v1"))
+    learner = build_learner(settings(config_cls(), kappa=0.9, c_fa=0.3, total_env_steps=2000))
     learner.set_kappa_schedule(KappaPhaseMachine(total_steps=10, num_iterations=3, with_evaluation_phase=False,
                                                  unit="batches").get_state())
     closed, moved = [], []
