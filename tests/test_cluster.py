@@ -183,35 +183,32 @@ def test_the_same_grid_through_ray_client(cluster, tmp_path):
 
 
 
+def submit_train(cluster, output: Path, name: str, *train_args: str) -> dict:
+    """`ray job submit -- kappa-rllib train ...`: asserts the job succeeded and the run folder says
+    finished; returns the run's last result."""
+    cluster.wait_idle()
+    job = cluster.run("ray", "job", "submit", f"--address={cluster.dashboard}", f"--submission-id={name}",
+                      "--", "kappa-rllib", "train", *train_args, "--output", output)
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    (run_dir,) = output.iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["finished"] is True and meta["total_env_steps"] == int(train_args[train_args.index("--total-steps") + 1])
+    return json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
+
+
 def test_ray_job_submit_runs_a_train_with_a_remote_env_runner(cluster, tmp_path):
     """`ray job submit -- kappa-rllib train ...`: the entrypoint finds the cluster through RAY_ADDRESS
     (no --address) and its EnvRunner actor runs on the cluster; the run folder says finished."""
-    cluster.wait_idle()
-    job = cluster.run("ray", "job", "submit", f"--address={cluster.dashboard}", "--submission-id=kappa-train",
-                      "--", "kappa-rllib", "train", "--algo", "kappa-vi-dqn", "--env", "CartPole-v1",
-                      "--kappa", "0.9", "--c-fa", "0.3", "--total-steps", "2000", "--num-env-runners", "1",
-                      "--output", tmp_path)
-    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    (run_dir,) = tmp_path.iterdir()
-    meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["finished"] is True and meta["total_env_steps"] == 2000
-    last = json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
+    last = submit_train(cluster, tmp_path, "kappa-train", "--algo", "kappa-vi-dqn", "--env", "CartPole-v1",
+                        "--kappa", "0.9", "--c-fa", "0.3", "--total-steps", "2000", "--num-env-runners", "1")
     assert last["done"] and last["healthy_env_runners"] == 1 and last["node_id"] in cluster.node_ids()
 
 
 def test_kappa_appo_runs_with_env_runners_on_both_nodes(cluster, tmp_path):
     """`ray job submit -- kappa-rllib train --algo kappa-pi-appo`: two EnvRunners (one CPU each), one
     on each node, sample asynchronously for the learner in the driver; the run finishes T."""
-    cluster.wait_idle()
-    job = cluster.run("ray", "job", "submit", f"--address={cluster.dashboard}", "--submission-id=kappa-appo",
-                      "--", "kappa-rllib", "train", "--algo", "kappa-pi-appo", "--env", "CartPole-v1",
-                      "--kappa", "0.9", "--c-fa", "0.5", "--total-steps", "6000", "--num-env-runners", "2",
-                      "--output", tmp_path)
-    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    (run_dir,) = tmp_path.iterdir()
-    meta = json.loads((run_dir / "run.json").read_text())
-    assert meta["finished"] is True and meta["total_env_steps"] == 6000
-    last = json.loads((run_dir / "result.json").read_text().strip().splitlines()[-1])
+    last = submit_train(cluster, tmp_path, "kappa-appo", "--algo", "kappa-pi-appo", "--env", "CartPole-v1",
+                        "--kappa", "0.9", "--c-fa", "0.5", "--total-steps", "6000", "--num-env-runners", "2")
     assert last["done"] and last["kappa"]["iteration"] == last["kappa"]["num_iterations"] == 8
     assert last["kappa"]["env_steps"] >= 6000 and last["healthy_env_runners"] == 2
     assert set(last["env_runner_node_ids"].split(",")) == cluster.node_ids()

@@ -6,8 +6,6 @@ gamma * kappa; kappa-PI's V_phi targets are V-trace's definition, computed here 
 Then the learner-side schedule (which update closes a kappa-iteration), checkpoints, a restore with
 a new kappa, two learners agreeing at every close, and a CartPole learning run."""
 
-import copy
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -16,12 +14,12 @@ import torch
 from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 from kappa_rllib import KappaPIAPPO, KappaPIAPPOConfig, KappaVIAPPOConfig
 from kappa_rllib.algorithms.kappa_appo.torch.kappa_appo_torch_learner import vtrace_value_targets
-from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+from kappa_rllib.variant import PHI_MODULE_ID
+from learner_batches import learner_batch, sample_episodes
 
 GAMMA = 0.99
 FRAGMENT = 20
@@ -38,17 +36,7 @@ def settings(config, **training):
 @pytest.fixture(scope="module")
 def episodes():
     """~207 CartPole steps by an untrained policy: several terminated episodes and a truncated chunk."""
-    runner = SingleAgentEnvRunner(config=settings(APPOConfig()))
-    eps = runner.sample(num_timesteps=207)
-    runner.stop()
-    assert any(e.is_terminated for e in eps) and not eps[-1].is_done
-    return eps
-
-
-def learner_batch(learner, episodes):
-    """The learner connector pipeline's batch (RLlib's AddOneTsToEpisodesAndTruncate ... NumpyToTensor)."""
-    return learner._learner_connector(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes),
-                                      shared_data={}, metrics=learner.metrics)
+    return sample_episodes(settings(APPOConfig()), 207)
 
 
 def loss_and_gradients(learner, batch, module_id=DEFAULT_MODULE_ID):

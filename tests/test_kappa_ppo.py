@@ -6,8 +6,6 @@ lambda = kappa); the connector's kappa-return equals the TRPO family's closed fo
 (kappa_rllib.returns). Then the schedule and V_phi's work in a short run, a checkpoint, and a
 CartPole learning run."""
 
-import copy
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -16,13 +14,13 @@ import torch
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
 from kappa_rllib import KappaPIPPO, KappaPIPPOConfig, KappaVIPPOConfig
 from kappa_rllib.connectors.kappa_advantage_estimation import surrogate_value_targets
 from kappa_rllib.returns import kappa_returns
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+from learner_batches import learner_batch, sample_episodes
 
 GAMMA = 0.99
 
@@ -37,17 +35,7 @@ def settings(config, **training):
 @pytest.fixture(scope="module")
 def episodes():
     """~300 CartPole steps by an untrained PPO policy: several terminated episodes and a truncated chunk."""
-    runner = SingleAgentEnvRunner(config=settings(PPOConfig()))
-    eps = runner.sample(num_timesteps=300)
-    runner.stop()
-    assert any(e.is_terminated for e in eps) and not eps[-1].is_done
-    return eps
-
-
-def learner_batch(learner, episodes):
-    """The learner connector pipeline's batch (RLlib's AddOneTs ... then GAE or the kappa connector)."""
-    return learner._learner_connector(rl_module=learner.module, batch={}, episodes=copy.deepcopy(episodes),
-                                      shared_data={}, metrics=learner.metrics)
+    return sample_episodes(settings(PPOConfig()), 300)
 
 
 def loss_and_gradients(learner, batch):
