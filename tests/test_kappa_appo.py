@@ -165,10 +165,6 @@ def test_v_phi_targets_are_v_trace_of_the_plain_rewards():
     np.testing.assert_allclose(vs.numpy().T, np.array(expected), rtol=1e-5, atol=1e-6)
 
 
-def snapshot_checksum(learner):
-    return learner._snapshot_checksum()
-
-
 @pytest.mark.parametrize("config_cls", [KappaPIAPPOConfig, KappaVIAPPOConfig], ids=["pi", "vi"])
 def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, config_cls):
     """The learner's copy of the plan: 10 batches of 200 env steps, N_kappa = 3 (ends after batches
@@ -182,14 +178,14 @@ def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, conf
                                                  unit="batches").get_state())
     closed, moved = [], []
     for sampled in (200, 600, 799, 800, 1000, 600, 1400, 2000, 2000):
-        before = snapshot_checksum(learner)
+        before = learner._snapshot_checksum()
         with torch.no_grad():  # what an update does: V_theta trains, and kappa-PI's evaluated V_phi
             for module_id in {DEFAULT_MODULE_ID, PHI_MODULE_ID} - {learner.shaping_module_id}:
                 for p in learner.module[module_id].parameters():
                     p.add_(0.01)
         learner.before_gradient_based_update(timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: sampled})
         closed.append(learner._kappa_closed)
-        moved.append(snapshot_checksum(learner) != before)
+        moved.append(learner._snapshot_checksum() != before)
     assert closed == [0, 0, 0, 1, 1, 1, 2, 3, 3]
     assert moved == [False, False, False, True, False, False, True, True, False]
     assert [c[:2] for c in learner.kappa_closings()] == [(4, 1), (7, 2), (8, 3)]

@@ -39,6 +39,8 @@ from kappa_rllib.env_runner import EpisodeReturnsEnvRunner
 from kappa_rllib.schedule import validate_gamma
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PI
 
+PHI_VF_LOSS = "kappa_phi_vf_loss"  # kappa-PI's V_phi value loss, in the learner results of `PHI_MODULE_ID`
+
 
 def kappa_module_spec(variant: str, default: RLModuleSpec | None = None) -> MultiRLModuleSpec:
     """V_theta (and the policy) in the default module; V_phi (and kappa-PI's snapshot of it) in

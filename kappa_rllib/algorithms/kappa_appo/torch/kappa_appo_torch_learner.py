@@ -35,12 +35,11 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from kappa_rllib.algorithms.actor_critic import KappaValueLearnerMixin
+from kappa_rllib.algorithms.actor_critic import PHI_VF_LOSS, KappaValueLearnerMixin
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.shaping import shaped_reward, surrogate_discount
 from kappa_rllib.variant import PHI_MODULE_ID
 
-PHI_VF_LOSS = "kappa_phi_vf_loss"
 KAPPA_CLOSED = "kappa_iterations_closed"  # learner state and metrics key
 
 

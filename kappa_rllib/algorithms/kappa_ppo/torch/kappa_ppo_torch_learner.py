@@ -19,17 +19,15 @@ from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
-from kappa_rllib.algorithms.actor_critic import KappaValueLearnerMixin
+from kappa_rllib.algorithms.actor_critic import PHI_VF_LOSS, KappaValueLearnerMixin
 from kappa_rllib.connectors.kappa_advantage_estimation import KappaAdvantageEstimation
 from kappa_rllib.variant import PHI_MODULE_ID
-
-PHI_VF_LOSS = "kappa_phi_vf_loss"
 
 
 class KappaPPOTorchLearner(KappaValueLearnerMixin, PPOTorchLearner):
     def build(self) -> None:
         super().build()
-        self.plan = self.config.kappa_plan
+        self._build_kappa()
         if self._learner_connector is not None and self.config.add_default_connectors_to_learner_pipeline:
             self._learner_connector.remove(GeneralAdvantageEstimation)
             self._learner_connector.append(KappaAdvantageEstimation(
@@ -37,7 +35,6 @@ class KappaPPOTorchLearner(KappaValueLearnerMixin, PPOTorchLearner):
                 shaping_module_id=self.shaping_module_id if self.plan.uses_v_phi else None,
                 fit_module_id=PHI_MODULE_ID if self.plan.evaluates_phi else None,
             ))
-        self._build_kappa()
 
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
         if module_id != PHI_MODULE_ID:
