@@ -26,6 +26,9 @@ BIN = Path(sys.executable).parent  # the venv's `ray` and `kappa-rllib`
 GRID = ROOT / "tune_configs" / "small" / "cluster_check.py"
 EXPECTED = [(0.68, 0.1), (0.68, 0.2), (0.84, 0.1), (0.84, 0.2)]  # kappa x C_FA of GRID
 
+# one Ray cluster of its own at a time under pytest -n (pyproject.toml)
+pytestmark = pytest.mark.xdist_group("clusters")
+
 
 def _free_port() -> int:
     """An unused TCP port outside Ray's default worker-port range (10002-19999)."""

@@ -8,12 +8,16 @@ and the checkpointed state round-trips through remote components.
 import numpy as np
 import pytest
 import ray
+from ray._common.utils import reset_ray_address
 from ray.cluster_utils import Cluster
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaVIDQN, KappaVIDQNConfig
 from kappa_rllib.variant import PHI_MODULE_ID
+
+# one Ray cluster of its own at a time under pytest -n (pyproject.toml)
+pytestmark = pytest.mark.xdist_group("clusters")
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +27,10 @@ def two_node_cluster():
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
+    # Cluster() writes its address to /tmp/ray/ray_current_cluster, where any plain ray.init() (or
+    # an auto-init) on this machine would find it: tests running beside this one (pytest -n) must not
+    # join this cluster. This module connects by address.
+    reset_ray_address()
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
     ray.shutdown()
