@@ -211,9 +211,9 @@ def preset(tmp_path):
 @pytest.mark.learning
 def test_sigint_checkpoints_and_resume_ends_exactly_like_an_uninterrupted_run(tmp_path, preset):
     args = [a.replace("{preset}", preset) for a in RUN]
-    whole = _cli(args + ["--output", str(tmp_path / "whole")], timeout=600)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-
+    # the uninterrupted run, side by side with the one that is cut (two processes, two embedded Rays)
+    whole = subprocess.Popen(CLI + args + ["--output", str(tmp_path / "whole")], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     proc = subprocess.Popen(CLI + args + ["--output", str(tmp_path / "cut")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:
@@ -221,6 +221,8 @@ def test_sigint_checkpoints_and_resume_ends_exactly_like_an_uninterrupted_run(tm
             proc.send_signal(signal.SIGINT)  # mid-run
             break
     out, err = proc.communicate(timeout=300)
+    whole_err = whole.communicate(timeout=600)[1]
+    assert whole.returncode == 0, whole_err[-3000:]
     assert proc.returncode == 130, err[-3000:]
     assert "stopped by SIGINT" in err and "resume with: kappa-rllib train --resume" in err
     assert "Traceback" not in err
