@@ -162,6 +162,9 @@ def test_evaluate_a_kappa_run(tmp_path, train_args):
     assert len(returns) == 3 and all(int(m.group(2)) - 1 <= float(m.group(1)) <= int(m.group(2)) for m in episodes)
     mean_line = next(line for line in proc.stdout.splitlines() if line.startswith("[evaluate] mean return"))
     assert f"{sum(returns) / 3:.1f}" in mean_line
+
+
+def test_evaluate_names_a_missing_checkpoint_once(tmp_path):
     missing = tmp_path / "nothing"
     proc = subprocess.run(CLI + ["evaluate", str(missing)], capture_output=True, text=True, timeout=60)
     # what was expected, and the path once
