@@ -21,6 +21,7 @@ from kappa_rllib.connectors.kappa_advantage_estimation import surrogate_value_ta
 from kappa_rllib.returns import kappa_returns
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 from learner_batches import learner_batch, sample_episodes
+from training import steps_to_reach
 
 GAMMA = 0.99
 
@@ -140,30 +141,11 @@ def test_kappa_pi_ppo_schedule_v_phi_fit_snapshot_and_checkpoint(ray_local, tmp_
     restored.stop()
 
 
-def steps_to_reach(config, threshold: float, max_env_steps: int):
-    """Trains until `episode_return_mean` >= threshold; the env steps it took, or None."""
-    torch.set_num_threads(1)
-    algo = config.build_algo()
-    returns = []
-    try:
-        while True:
-            result = algo.train()
-            runners = result["env_runners"]
-            returns.append(round(float(runners.get("episode_return_mean", float("nan"))), 1))
-            if returns[-1] >= threshold:
-                return runners["num_env_steps_sampled_lifetime"]
-            if runners["num_env_steps_sampled_lifetime"] >= max_env_steps or result.get("done"):
-                return None
-    finally:
-        algo.stop()
-        print(f"{type(config).__name__} on {config.env}: episode_return_mean per iteration {returns}")
-
-
 @pytest.mark.learning
 def test_kappa_pi_ppo_learns_cartpole(ray_local):
     config = (settings(KappaPIPPOConfig(), kappa=0.9, c_fa=0.2, total_env_steps=30_000)
               .env_runners(num_envs_per_env_runner=4).training(train_batch_size=1000, minibatch_size=250, num_epochs=6))
-    assert steps_to_reach(config, 150, 30_000) is not None  # a random policy scores ~22
+    assert steps_to_reach(config, 150, 30_000)[0] is not None  # a random policy scores ~22
 
 
 @pytest.mark.learning
@@ -175,7 +157,7 @@ def test_kappa_pi_ppo_inverted_pendulum_reaches_500_within_100k_steps(ray_local)
               .training(kappa=0.84, c_fa=0.2, total_env_steps=100_000, train_batch_size=1000, minibatch_size=250,
                         num_epochs=10, lr=3e-4)
               .debugging(seed=0))
-    assert steps_to_reach(config, 500, 100_000) is not None  # a random policy scores ~5
+    assert steps_to_reach(config, 500, 100_000)[0] is not None  # a random policy scores ~5
 
 
 def test_from_ppo_keeps_the_ppo_settings_and_adds_kappa():

@@ -14,6 +14,7 @@ from ray.rllib.core.columns import Columns
 from kappa_rllib import KappaPIDQNConfig, KappaPITRPOConfig, KappaVIDQNConfig, TRPOConfig, presets
 from kappa_rllib.dp import evaluate_policy, solve_mdp
 from kappa_rllib.envs import TABULAR_ENV
+from training import steps_to_reach
 
 pytestmark = pytest.mark.learning
 
@@ -24,27 +25,6 @@ def train_to_end(config):
     while not results or not results[-1].get("done"):
         results.append(algo.train())
     return algo, results
-
-
-def steps_to_reach(config, threshold: float, max_env_steps: int):
-    """Trains until `env_runners/episode_return_mean` >= threshold or max_env_steps are used;
-    returns (env steps when reached or None, the returns seen)."""
-    torch.set_num_threads(1)
-    algo = config.build_algo()
-    returns = []
-    try:
-        while True:
-            result = algo.train()
-            runners = result["env_runners"]
-            steps = runners["num_env_steps_sampled_lifetime"]
-            returns.append(round(float(runners.get("episode_return_mean", float("nan"))), 1))
-            if returns[-1] >= threshold:
-                return steps, returns
-            if steps >= max_env_steps or result.get("done"):
-                return None, returns
-    finally:
-        algo.stop()
-        print(f"{type(config).__name__} on {config.env}: episode_return_mean per iteration {returns}")
 
 
 @pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
