@@ -12,10 +12,11 @@ Grids (T = 250,000 env steps per trial, 5 seeds, 2 games):
     dqn                 kappa = 1 x game x seed                 10 trials
     naive_kappa_pi_dqn  N_kappa = T at kappa 0.84 x game x seed  10 trials
 Cost: 80 trials, 20M env steps. Measured on a 2-core CPU machine (torch CPU, 1 thread per trial,
-2 trials at a time, benchmarks/throughput.py --workload w3): ~1,000 env steps/s per DQN or kappa-VI
-trial and ~500 per kappa-PI trial (it makes twice the updates), so ~2.5 hours of the machine per
-game for kappa-VI + DQN and ~4 hours per game for kappa-PI + naive: ~13 hours for the file on 2 cores,
-~2 hours on a 16-core machine (16 trials at a time). Run it in parts with `--grids` and `--resume`.
+2 trials at a time): a DQN trial takes 266-315 s (~850-940 env steps/s, learning start included; the
+`dqn` grid's 10 trials took 27 min). kappa-VI makes as many updates as DQN, kappa-PI twice as many
+(benchmarks/throughput.py --workload w3: ~0.55x DQN's rate), so: dqn ~0.5 h, kappa_vi_dqn ~1.3 h,
+kappa_pi_dqn ~2.5 h, naive_kappa_pi_dqn ~0.8 h: ~5 hours for the file on 2 cores, well under an hour
+on a 16-core machine (16 trials at a time). Run it in parts with `--grids` and `--resume`.
 Paper (Atari, 10M steps): kappa-PI-DQN beats DQN on all six games at kappa_best (0.84 on 4 of
 them), and the naive schedule loses to kappa_best except on Enduro.
 
