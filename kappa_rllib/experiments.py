@@ -196,7 +196,16 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
         with _tune_output(new_engine=not compact):
             results[grid.name] = tuner.fit()
+        if unfinished(results[grid.name]):  # stopped (Ctrl-C / SIGINT): the later grids do not start
+            break
     return results
+
+
+def unfinished(result_grid) -> int:
+    """Trials of a ResultGrid that neither ended (Tune marks the last result of a trial that met its
+    stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
+    reports as terminated. `--resume` continues them."""
+    return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))
 
 
 @contextlib.contextmanager

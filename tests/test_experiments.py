@@ -250,3 +250,30 @@ def test_a_pbt_population_runs_through_tune_and_its_report_shows_each_member_s_k
     assert "| InvertedPendulum-v5 | pbt | 4 | " in adaptive
     assert (folder / "report" / "adaptive_InvertedPendulum-v5_pbt.png").read_bytes()[:4] == b"\x89PNG"
     assert "[tune] pbt after " in out.stdout
+
+
+@pytest.mark.learning
+def test_ctrl_c_stops_the_grids_says_what_is_left_and_resume_finishes_them(tmp_path):
+    """SIGINT (Ctrl-C) to `kappa-rllib tune` mid-grid: Tune saves its state and returns as if done, so
+    the CLI must itself say that trials were left, start no later grid, exit 130 and print the
+    resume command."""
+    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "1",
+            "--max-concurrent", "1"]
+    folder = tmp_path / "cartpole_dqn_smoke"
+    driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    started = time.time()
+    while time.time() - started < 300:
+        results = _trial_results(folder) if folder.exists() else {}
+        if any(rows and rows[-1].get("done") for rows in results.values()):
+            break  # the first of kappa_pi_dqn's 4 trials has finished; the dqn grid comes after
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGINT)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "[tune] finished" not in out
+    resume = f"resume with: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage {tmp_path} --resume --smoke"
+    stopped = next(line for line in err.splitlines() if line.startswith("[tune] stopped: "))
+    assert stopped.endswith(resume) and ", 0 failed, " in stopped, stopped
+    assert not (folder / "dqn").exists()  # the later grid did not start
+    # (that `--resume` then finishes every trial exactly once: the killed-driver test above)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kappa_rllib.cli import report as report_verb
@@ -98,6 +99,14 @@ def main(args) -> int:
     except ValueError as e:
         return error(one_line(e))
     errors = sum(1 for rg in results.values() for r in rg if r.error)
+    # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it
+    left = total - sum(len(rg) - experiments.unfinished(rg) for rg in results.values())
+    if left:  # say so, and how to go on (and no report of a partial grid)
+        resume = " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
+                          + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
+        print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
+              f"to their end; resume with: {resume}", file=sys.stderr)
+        return 130
     print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
     if args.report:
         return report_verb.main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
