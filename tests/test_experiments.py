@@ -253,7 +253,7 @@ def test_a_pbt_population_runs_through_tune_and_its_report_shows_each_member_s_k
 
 
 @pytest.mark.learning
-def test_ctrl_c_stops_the_grids_says_what_is_left_and_resume_finishes_them(tmp_path):
+def test_ctrl_c_stops_the_grids_and_says_what_is_left_and_how_to_resume(tmp_path):
     """SIGINT (Ctrl-C) to `kappa-rllib tune` mid-grid: Tune saves its state and returns as if done, so
     the CLI must itself say that trials were left, start no later grid, exit 130 and print the
     resume command."""
