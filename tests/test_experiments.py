@@ -151,6 +151,16 @@ def _trial_results(folder):
     return out
 
 
+def _wait_for_a_finished_trial(folder, timeout_s: float = 300.0) -> None:
+    """Until the first trial under `folder` has written its `done` result (or the timeout)."""
+    started = time.time()
+    while time.time() - started < timeout_s:
+        results = _trial_results(folder) if folder.exists() else {}
+        if any(rows and rows[-1].get("done") for rows in results.values()):
+            return
+        time.sleep(0.1)
+
+
 @pytest.mark.learning
 def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp_path):
     """SIGKILL the whole `kappa-rllib tune` process group (driver and its Ray) as soon as the first
@@ -160,13 +170,8 @@ def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp
     folder = tmp_path / "cartpole_dqn_smoke"
     driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
-    started = time.time()
     try:
-        while time.time() - started < 300:
-            results = _trial_results(folder) if folder.exists() else {}
-            if any(rows and rows[-1].get("done") for rows in results.values()):
-                break  # the first trial has finished: the other five are running or pending
-            time.sleep(0.1)
+        _wait_for_a_finished_trial(folder)  # the other five are then running or pending
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
@@ -262,12 +267,7 @@ def test_ctrl_c_stops_the_grids_and_says_what_is_left_and_how_to_resume(tmp_path
     folder = tmp_path / "cartpole_dqn_smoke"
     driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
-    started = time.time()
-    while time.time() - started < 300:
-        results = _trial_results(folder) if folder.exists() else {}
-        if any(rows and rows[-1].get("done") for rows in results.values()):
-            break  # the first of kappa_pi_dqn's 4 trials has finished; the dqn grid comes after
-        time.sleep(0.1)
+    _wait_for_a_finished_trial(folder)  # the first of kappa_pi_dqn's 4; the dqn grid comes after
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == 130, err[-3000:]
