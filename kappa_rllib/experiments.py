@@ -159,7 +159,9 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         if compact:
             from kappa_rllib.progress import CompactProgress
 
-            callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()))], 0
+            # the head line's time left holds where trials stop at their total_env_steps
+            eta = grid.stop == {"done": True}
+            callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
         if resume and tune.Tuner.can_restore(path):
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                        resume_unfinished=True,

@@ -5,7 +5,9 @@ repeats wide status tables; for a grid that drowns the progress. This callback p
 the grid's axes (kappa, C_FA, seed, ...), then status, iterations, env steps, the latest mean
 episode return and run time, at most every `interval_s` seconds (when something changed) and once
 at the end of the grid, plus one line per trial error. The full configs stay in each trial's
-params.json.
+params.json. With `eta` (a grid whose trials stop when their `total_env_steps` are used up), the
+head line also says how many of the grid's env steps are done and how long the rest takes at the
+pace measured since this run (or resume) began.
 """
 
 from __future__ import annotations
@@ -24,23 +26,37 @@ def _cell(value) -> str:
     return display_id(value)
 
 
+def _count(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e4 else f"{n:,.0f}"
+
+
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    return "<1 min" if minutes < 1 else f"~{minutes:.0f} min" if minutes < 120 else f"~{minutes / 60:.1f} h"
+
+
 class CompactProgress(Callback):
-    def __init__(self, grid_name: str, axes: list[str], interval_s: float = 60.0, out=print):
+    def __init__(self, grid_name: str, axes: list[str], interval_s: float = 60.0, out=print, eta: bool = False,
+                 clock=time.time):
         self.grid_name, self.axes, self.interval_s, self.out = grid_name, list(axes), interval_s, out
+        self.eta, self.clock = eta, clock
         self.latest: dict[str, dict] = {}  # trial id -> {"iter", "env_steps", "return", "time"}
-        self.started = time.time()
-        self.last_print = time.time()
+        self.first: dict[str, tuple] = {}  # trial id -> (clock, env steps) of its first result in this run
+        self.started = self.last_print = clock()
         self.changed = False
 
     # --- Tune's hooks (driver side) ---
     def setup(self, **info):
-        self.started = self.last_print = time.time()  # also after a restore (the callback is pickled)
+        self.started = self.last_print = self.clock()  # also after a restore (the callback is pickled)
+        self.first = {}
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         runners = result.get("env_runners", {}) or {}
+        env_steps = int(runners.get("num_env_steps_sampled_lifetime", 0) or 0)
+        self.first.setdefault(trial.trial_id, (self.clock(), env_steps))
         self.latest[trial.trial_id] = {
             "iter": result.get("training_iteration", 0),
-            "env_steps": int(runners.get("num_env_steps_sampled_lifetime", 0) or 0),
+            "env_steps": env_steps,
             "return": runners.get("episode_return_mean", float("nan")),
             "time": result.get("time_total_s", 0.0),
         }
@@ -54,9 +70,9 @@ class CompactProgress(Callback):
         self.changed = True
 
     def on_step_end(self, iteration, trials, **info):
-        if self.changed and time.time() - self.last_print >= self.interval_s:
+        if self.changed and self.clock() - self.last_print >= self.interval_s:
             self.out(self.table(trials))
-            self.last_print, self.changed = time.time(), False
+            self.last_print, self.changed = self.clock(), False
 
     def on_experiment_end(self, trials, **info):
         self.out(self.table(trials))
@@ -66,12 +82,34 @@ class CompactProgress(Callback):
         params = getattr(trial, "evaluated_params", {}) or {}
         return ", ".join(f"{k} {_cell(v)}" for k, v in params.items()) or trial.trial_id
 
+    def _eta(self, trials) -> str:
+        """'; D of T env steps, ~M min left at this pace': T sums every trial's total_env_steps (a
+        failed trial's count as done), the pace is the env steps gained since each trial's first
+        result of this run over the time since the earliest one. Empty without `eta`, before any
+        progress, or when a trial's total is unknown."""
+        if not self.eta:
+            return ""
+        done = total = 0
+        for t in trials:
+            config = getattr(t, "config", None)
+            steps = config.get("total_env_steps") if isinstance(config, dict) else None
+            if not isinstance(steps, (int, float)) or steps <= 0:
+                return ""
+            total += steps
+            done += steps if t.status in ("TERMINATED", "ERROR") else min(self.latest.get(t.trial_id, {}).get("env_steps", 0), steps)
+        gained = sum(self.latest[i]["env_steps"] - s for i, (_, s) in self.first.items())
+        elapsed = self.clock() - min((c for c, _ in self.first.values()), default=self.clock())
+        text = f"; {_count(done)} of {_count(total)} env steps"
+        if done < total and gained > 0 and elapsed > 0:
+            text += f", {_duration((total - done) / (gained / elapsed))} left at this pace"
+        return text
+
     def table(self, trials) -> str:
         counts: dict[str, int] = {}
         for t in trials:
             counts[t.status] = counts.get(t.status, 0) + 1
-        head = (f"[tune] {self.grid_name} after {time.time() - self.started:.0f} s: "
-                + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
+        head = (f"[tune] {self.grid_name} after {self.clock() - self.started:.0f} s: "
+                + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) + self._eta(trials))
         columns = self.axes + ["status", "iter", "env steps", "return", "time s"]
         rows = []
         for t in trials:

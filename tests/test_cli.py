@@ -267,6 +267,45 @@ def test_compact_progress_table_has_the_grid_axes_steps_return_and_status():
     assert lines[4].split() == ["0.68", "0.05", "0", "pending", "0", "0", "-", "0"]
 
 
+def test_compact_progress_says_the_env_steps_done_and_the_time_left_at_the_pace_of_this_run():
+    from types import SimpleNamespace
+
+    from kappa_rllib.progress import CompactProgress
+
+    now = [0.0]
+    printed = []
+    progress = CompactProgress("g", ["seed"], interval_s=0.0, out=printed.append, eta=True, clock=lambda: now[0])
+    trials = [SimpleNamespace(trial_id=f"t{i}", status=status, evaluated_params={"seed": i}, error_file=None,
+                              config={"total_env_steps": 63_000}) for i, status in enumerate(["RUNNING"] * 2 + ["PENDING"])]
+
+    def result(trial, steps):
+        progress.on_trial_result(1, trials, trial, {"env_runners": {"num_env_steps_sampled_lifetime": steps}})
+
+    progress.setup()
+    now[0] = 10.0
+    result(trials[0], 31_000)  # resumed from a checkpoint: what it did before does not set the pace
+    result(trials[1], 2_000)
+    now[0] = 70.0
+    result(trials[0], 34_000)
+    result(trials[1], 5_000)  # 6,000 env steps in 60 s: 100 per s
+    progress.on_step_end(1, trials)
+    # 39,000 of 189,000 done; 150,000 left at 100 env steps/s
+    assert printed[-1].splitlines()[0] == ("[tune] g after 70 s: 1 pending, 2 running; 39k of 189k env steps, "
+                                           "~25 min left at this pace")
+    trials[0].status = "TERMINATED"  # its total counts as done, whatever its last result said
+    trials[2].status = "ERROR"  # a failed trial leaves nothing to run
+    assert progress.table(trials).splitlines()[0].endswith("; 131k of 189k env steps, ~10 min left at this pace")
+    from kappa_rllib.progress import _count, _duration
+
+    assert [_count(n) for n in (1_000, 39_000, 7_500_000)] == ["1,000", "39k", "7.50M"]
+    assert [_duration(s) for s in (30, 1500, 4.5 * 3600)] == ["<1 min", "~25 min", "~4.5 h"]
+    trials[1].config = {}  # a trial without a known total: no estimate
+    assert progress.table(trials).splitlines()[0] == "[tune] g after 70 s: 1 error, 1 running, 1 terminated"
+    quiet = CompactProgress("g", ["seed"], out=printed.append)  # eta off (another stop rule): no estimate
+    quiet.setup()
+    assert quiet.table(trials).splitlines()[0].endswith(": 1 error, 1 running, 1 terminated")
+
+
 def test_run_folders_from_python_create_trim_and_read_back(tmp_path):
     from kappa_rllib import KappaPIDQNConfig, runs
 

@@ -132,7 +132,9 @@ def test_smoke_grid_runs_through_tune_and_report(tmp_path, path, grids):
     printed = (out.stdout + out.stderr).splitlines()
     tables = {name: [line for line in printed if line.startswith(f"[tune] {name} after ")] for name in grids}
     for name, n in grids.items():
-        assert tables[name] and tables[name][-1].endswith(f": {n} terminated"), tables[name]
+        head, _, steps = tables[name][-1].partition("; ") if tables[name] else ("", "", "")
+        assert head.endswith(f": {n} terminated") and steps.endswith(" env steps"), tables[name]
+        assert steps.split(" of ")[0] == steps.split(" of ")[1].split()[0], steps  # every step done
     interim_lines = sum((len(tables[name]) - 1) * (n + 2) for name, n in grids.items())  # head, columns, rows
     assert len(printed) - interim_lines <= 80, "\n".join(printed)
     assert not any("Configuration for experiment" in line or "started with configuration" in line for line in printed)
