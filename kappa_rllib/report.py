@@ -141,9 +141,15 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         line = line.strip()
         if line:
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
                 break  # a trial killed mid-write leaves a partial last line
+            # A trial resumed from a checkpoint older than its last result (`tune --resume` after a
+            # Ctrl-C or a crash) reports those iterations again: the resumed ones replace the rows
+            # (and episodes) of the timeline that was rolled back.
+            while rows and row.get("training_iteration", math.inf) <= rows[-1].get("training_iteration", -math.inf):
+                rows.pop()
+            rows.append(row)
     if not rows:
         return None
     episode_returns, steps, curve, kappas, variant = [], [], [], [], "plain"

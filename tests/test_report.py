@@ -109,6 +109,22 @@ def test_loader_reads_every_trial_and_ignores_a_torn_last_line(results):
     assert all(len(r.episode_returns) == 20 for r in runs)
 
 
+def test_a_resumed_trials_replayed_iterations_replace_the_rolled_back_ones(tmp_path):
+    """Tune appends the iterations after a trial's restored checkpoint again: 1 2 3 4 | 3 4 5."""
+    trial = tmp_path / "grid" / "trial"
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
+    rows = [(1, [1.0]), (2, [2.0]), (3, [3.0]), (4, [4.0]), (3, [30.0]), (4, [40.0, 41.0]), (5, [50.0])]
+    (trial / "result.json").write_text("".join(json.dumps(
+        {"training_iteration": i, "kappa": {"variant": "pi"}, "done": i == 5,
+         "env_runners": {"episode_returns": r, "num_env_steps_sampled_lifetime": 100 * i,
+                         "episode_return_mean": float(np.mean(r))}}) + "\n" for i, r in rows))
+    [run] = report.load_runs(tmp_path / "grid")
+    assert run.episode_returns == [1.0, 2.0, 30.0, 40.0, 41.0, 50.0]
+    assert run.steps.tolist() == [100, 200, 300, 400, 500] and run.curve.tolist() == [1.0, 2.0, 30.0, 40.5, 50.0]
+    assert run.done and run.env_steps == 500 and run.score == 50.0
+
+
 def test_table_means_cis_kappa_best_and_best_marks(results):
     _, out, _ = results
     rows = table_rows(out)
