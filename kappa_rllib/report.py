@@ -289,7 +289,9 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                 if not mine:
                     continue
                 cells = {}
-                regular = [r for r in mine if not r.naive]
+                # kappa_best is taken over kappa < 1: a kappa algorithm at kappa = 1 is DQN / TRPO,
+                # the baseline column, and would make kappa_best >= baseline by construction
+                regular = [r for r in mine if not r.naive and not r.is_baseline]
                 best = _best_param_cell(regular, lambda r: r.kappa)
                 if best:
                     cells["kappa_best"] = best
@@ -299,7 +301,8 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                 naive = _best_param_cell([r for r in mine if r.naive], lambda r: r.kappa)
                 if naive:
                     cells["naive"] = naive
-                rows[variant] = cells
+                if cells:  # (a variant run only at kappa = 1 has only the baseline column)
+                    rows[variant] = cells
                 every += [(variant, c.param, c) for c in _param_cells(regular, lambda r: r.kappa)]
                 every += [(f"{variant} naive", c.param, c) for c in _param_cells([r for r in mine if r.naive],
                                                                                  lambda r: r.kappa)]

@@ -147,6 +147,21 @@ def test_table_means_cis_kappa_best_and_best_marks(results):
     assert float(rows[("ALE/Breakout-v5", "0.2", "kappa-pi", "kappa_best")]["mean"]) == pytest.approx(310 / 3)
 
 
+def test_kappa_best_is_never_the_kappa_1_baseline_even_when_it_scores_highest(tmp_path):
+    for seed in range(3):
+        write_trial(tmp_path / "grid", f"pi84_{seed}", 10 + seed, env=BREAKOUT, variant="pi", kappa=0.84, c_fa=0.05,
+                    seed=seed)
+        write_trial(tmp_path / "grid", f"dqn_{seed}", 20, env=BREAKOUT, variant="pi", kappa=1.0, c_fa=0.05, seed=seed)
+        write_trial(tmp_path / "grid", f"vi1_{seed}", 30, env=BREAKOUT, variant="vi", kappa=1.0, c_fa=0.05, seed=seed)
+    [table] = report.build_tables(report.load_runs(tmp_path / "grid"))
+    assert table.rows[""]["baseline"].mean == 20.0  # kappa-PI's kappa = 1 runs come first; one per seed
+    assert set(table.rows) == {"", "kappa-pi"}  # kappa-VI ran only at kappa = 1: no kappa-VI row
+    best = table.rows["kappa-pi"]["kappa_best"]
+    assert (best.param, best.mean) == (0.84, 11.0)
+    assert [(name, param) for name, param, _ in table.every] == [("baseline", 1.0), ("kappa-pi", 0.84)]
+    assert table.best == {("", "baseline")}
+
+
 def test_overlapping_intervals_are_marked_as_ties_and_gae_takes_its_best_lambda(results):
     _, out, _ = results
     rows = table_rows(out)
