@@ -96,7 +96,8 @@ class CompactProgress(Callback):
             if not isinstance(steps, (int, float)) or steps <= 0:
                 return ""
             total += steps
-            done += steps if t.status in ("TERMINATED", "ERROR") else min(self.latest.get(t.trial_id, {}).get("env_steps", 0), steps)
+            reached = self.latest.get(t.trial_id, {}).get("env_steps", 0)
+            done += steps if t.status in ("TERMINATED", "ERROR") else min(reached, steps)
         gained = sum(self.latest[i]["env_steps"] - s for i, (_, s) in self.first.items())
         elapsed = self.clock() - min((c for c, _ in self.first.values()), default=self.clock())
         text = f"; {_count(done)} of {_count(total)} env steps"
