@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 GRID_SEARCH = "grid_search"
+SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
 
 
 @dataclasses.dataclass
@@ -36,7 +37,7 @@ class Grid:
 
     name: str
     config: object
-    stop: dict = dataclasses.field(default_factory=lambda: {"done": True})
+    stop: dict = dataclasses.field(default_factory=lambda: dict(SCHEDULE_STOP))
     scheduler: object = None
     mutations: dict = dataclasses.field(default_factory=dict)
     num_samples: int = 1
@@ -104,7 +105,7 @@ def load_file(path, smoke: bool = False) -> list[Grid]:
             raise ValueError(f"{path}: defines neither experiments(smoke) nor config")
         if smoke:
             raise ValueError(f"{path}: --smoke needs the file to define experiments(smoke)")
-        grids = [Grid(path.stem, module.config, getattr(module, "stop", None) or {"done": True})]
+        grids = [Grid(path.stem, module.config, getattr(module, "stop", None) or dict(SCHEDULE_STOP))]
     if not grids or not all(isinstance(g, Grid) for g in grids):
         raise ValueError(f"{path}: experiments() must return a non-empty list of kappa_rllib.experiments.Grid")
     names = [g.name for g in grids]
@@ -160,7 +161,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             from kappa_rllib.progress import CompactProgress
 
             # the head line's time left holds where trials stop at their total_env_steps
-            eta = grid.stop == {"done": True}
+            eta = grid.stop == SCHEDULE_STOP
             callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
         if resume and tune.Tuner.can_restore(path):
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,

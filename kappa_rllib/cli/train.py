@@ -99,7 +99,7 @@ def train_file_main(args) -> int:
         config = getattr(module, "config", None)
         if config is None or not hasattr(config, "algo_class"):
             raise ValueError(f"{path}: defines no `config` (an RLlib AlgorithmConfig)")
-        stop = dict(getattr(module, "stop", None) or {"done": True})
+        stop = dict(getattr(module, "stop", None) or experiments.SCHEDULE_STOP)
         axes = experiments.Grid(path.stem, config, stop).axes()
         if axes:
             raise ValueError(f"{path}: config has grid axes {sorted(axes)}; run grids with `kappa-rllib tune {path}`")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kappa_rllib.cli import report as report_verb
-from kappa_rllib.cli.common import UsageError, check_output, error, gpu_share, one_line, positive_int
+from kappa_rllib.cli.common import EXIT_INTERRUPTED, UsageError, check_output, error, gpu_share, one_line, positive_int
 from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
 
 
@@ -106,7 +106,7 @@ def main(args) -> int:
                           + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
         print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
               f"to their end; resume with: {resume}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
     if args.report:
         return report_verb.main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
