@@ -9,6 +9,7 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
     python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
     python benchmarks/throughput.py --workload atari --steps 50000 --env-runners 2,4 --device cuda --torch-threads 4
+    python benchmarks/throughput.py --workload packing --steps 10000 --env-runners 2 --trials-per-gpu 1,2,4 --device cuda
 
 W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, target copy every 500
     env steps, learning starts at 1000, epsilon 1 -> 0.02 over 10k steps, kappa 0.84, C_FA 0.05.
@@ -24,6 +25,11 @@ Atari: kappa = 1 and kappa-PI-DQN on ALE/Breakout-v5 with the Atari preset (the 
     Nature CNN, 100k replay) and `--env-runners N` remote EnvRunners, the learner on `--device`
     (cpu or cuda), beside minimal single-env loops on the same device; `--steps` env steps after
     learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay is full).
+Packing: `kappa-rllib tune --gpus-per-trial 1/N`'s layout: N kappa-PI-DQN trials of the Atari run above
+    (seeds 0..N-1, `--env-runners` remote EnvRunners each) at once through Tune, each trial's learner
+    on 1/N of the GPU (`--device cuda`; on cpu the same trials without a GPU share); per trial its env
+    steps/s after learning starts, and their sum, the aggregate. `--profile`: torch.profiler over a
+    few training iterations of the last Atari row's learner (where the driver's time goes, per op).
 Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak memory of the
 whole process tree (driver, Ray's own processes, workers) while that row ran, as proportional set
 size (PSS: pages shared between processes, e.g. torch's libraries, count once).
@@ -101,6 +107,14 @@ class PeakRSS:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, _tree_memory_bytes(os.getpid()))
+
+
+class Rows(list):
+    """A workload's rows, each also printed when measured: a run cut short still shows what it got."""
+
+    def append(self, row) -> None:
+        super().append(row)
+        print(f"measured: {row[0]}: {row[1]:.0f} env steps/s" + (f" ({row[4]})" if len(row) > 4 else ""), flush=True)
 
 
 # ----------------------------------------------------------------- minimal single-env DQN loops
@@ -293,7 +307,7 @@ def stock_rllib_dqn(total_steps: int, seed: int = 0) -> float:
 
 
 def workload_w1(steps: int) -> list[tuple]:
-    rows = []
+    rows = Rows()
     for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi"), ("kappa-VI-DQN", "vi")]:
         with PeakRSS() as mem:
             rate = minimal_dqn_loop(steps, variant)
@@ -324,7 +338,7 @@ def preset_config(variant: str, kappa: float, env_id: str, total_steps: int, see
 
 
 def workload_w3(steps: int, env_runners: list[int]) -> list[tuple]:
-    rows = []
+    rows = Rows()
     for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi"), ("kappa-VI-DQN", "vi")]:
         with PeakRSS() as mem:
             rate = minimal_dqn_loop(steps, variant, w=W3)
@@ -454,7 +468,7 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
 
     from kappa_rllib import KappaPITRPOConfig, KappaVITRPOConfig, TRPOConfig
 
-    rows = []
+    rows = Rows()
     with PeakRSS() as mem:
         rate = minimal_trpo_loop(iterations)
     rows.append(("minimal TRPO loop", rate, "TRPO", mem.peak))
@@ -477,7 +491,7 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
     loops, env steps/s over `steps` env steps after learning starts."""
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
-    rows = []
+    rows = Rows()
     for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi")]:
         with PeakRSS() as mem:
             rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
@@ -503,9 +517,71 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
     return rows
 
 
+def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device: str) -> list[tuple]:
+    """N kappa-PI-DQN Atari trials at once through Tune (`kappa-rllib tune --gpus-per-trial 1/N`),
+    per N: the aggregate env steps/s after learning starts and the slowest trial's rate."""
+    import tempfile
+
+    from ray import tune
+
+    from kappa_rllib import experiments
+
+    start_steps = ATARI["learning_starts"]
+    rows = Rows()
+    for n in trials_per_gpu:
+        config = preset_config("pi", ATARI["kappa"], ATARI["env"], start_steps + steps, runners=runners).training(
+            num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024,
+        ).debugging(seed=tune.grid_search(list(range(n))))
+        grid = experiments.Grid(f"packing_{n}", config)
+        if device.startswith("cuda"):
+            experiments.request_gpus([grid], 1.0 / n)
+        with tempfile.TemporaryDirectory() as storage, PeakRSS() as mem:
+            result_grid = experiments.run([grid], storage, verbose=0)[grid.name]
+            rates = []
+            for r in result_grid:
+                if r.error is not None:
+                    raise RuntimeError(f"packing trial failed: {r.error}")
+                df = r.metrics_dataframe
+                learning = df[df["kappa/env_steps"] >= start_steps]
+                first, last = learning.iloc[0], learning.iloc[-1]
+                rates.append((last["kappa/env_steps"] - first["kappa/env_steps"])
+                             / (last["time_total_s"] - first["time_total_s"]))
+        share = f"{1 / n:g} GPU" if device.startswith("cuda") else "cpu"
+        rows.append((f"{n} kappa-PI-DQN trial(s) at once, {share} + {runners} EnvRunner(s) each", sum(rates),
+                     "kappa-PI-DQN", mem.peak, f"aggregate; slowest trial {min(rates):.0f}/s"))
+    return rows
+
+
+def profile_atari(device: str, runners: int, iterations: int = 3) -> None:
+    """torch.profiler over `iterations` training iterations of kappa-PI-DQN on Atari (learning
+    already started), printed as the ops that take the most device (or CPU) time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start_steps = ATARI["learning_starts"]
+    config = preset_config("pi", ATARI["kappa"], ATARI["env"], 10_000_000, runners=runners).training(
+        num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
+    cuda = device.startswith("cuda")
+    if cuda:
+        config.learners(num_gpus_per_learner=1)
+    algo = config.build_algo()
+    while algo.train()["kappa"]["env_steps"] < start_steps + 2048:
+        pass
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(iterations):
+            algo.train()
+        if cuda:
+            torch.cuda.synchronize()
+    algo.stop()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=25))
+    if cuda:
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari, packing")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0",
@@ -513,14 +589,19 @@ def main(argv=None):
     p.add_argument("--fill-replay", action="store_true",
                    help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
     p.add_argument("--device", default="cpu", help="Atari: where the learners (and the minimal loops) run: cpu or cuda")
+    p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
+    p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
     import ray
 
-    ray.init(address="local", num_cpus=max(2, max(int(n) for n in args.env_runners.split(",")) + 1),
-             include_dashboard=False, log_to_driver=False)
+    runners = [int(n) for n in args.env_runners.split(",")]
     workloads = args.workload.split(",")
+    cpus = max(runners) + 1
+    if "packing" in workloads:
+        cpus = max(cpus, max(int(n) for n in args.trials_per_gpu.split(",")) * (max(runners) + 1))
+    ray.init(address="local", num_cpus=max(2, cpus), include_dashboard=False, log_to_driver=False)
     rows = []
     if "w1" in workloads:
         rows += [("W1",)] + workload_w1(args.steps)
@@ -531,6 +612,9 @@ def main(argv=None):
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay,
                                               [int(n) for n in args.env_runners.split(",")], args.device)
+    if "packing" in workloads:
+        rows += [("Packing (Atari, kappa-PI-DQN)",)] + workload_packing(
+            args.steps, [int(n) for n in args.trials_per_gpu.split(",")], max(runners), args.device)
     ray.shutdown()
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
     print(f"\n{'run':<72}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")
@@ -541,6 +625,10 @@ def main(argv=None):
         name, rate, base, peak = row[:4]
         ratio = f"{rate / minimal[base]:.2f}" if base in minimal else "-"
         print(f"{name:<72}{rate:>12.0f}{ratio:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
+    if args.profile:  # after the table, so that a failure here loses none of it
+        ray.init(address="local", num_cpus=max(2, max(runners) + 1), include_dashboard=False, log_to_driver=False)
+        profile_atari(args.device, max(runners))
+        ray.shutdown()
 
 
 if __name__ == "__main__":

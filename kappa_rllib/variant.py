@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 PHI_MODULE_ID = "kappa_phi"
 PHI_SHAPING_MODULE_ID = "kappa_phi_shaping"
+# A step of a fused kappa-DQN learner program that is no gradient step: kappa-VI's phi <- theta.
+COPY_THETA_TO_PHI = "copy_theta_to_phi"
 
 PI, VI = "pi", "vi"
 VARIANTS = (PI, VI)

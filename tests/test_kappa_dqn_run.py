@@ -7,7 +7,7 @@ import torch
 from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.variant import PHI_MODULE_ID
+from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
 from kappa_rllib.schedule import iteration_end, num_iterations
 
 KAPPA, C_FA, T, PER_ITER = 0.9, 0.3, 2600, 400
@@ -194,3 +194,95 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
     assert plain == overlapped and plain_size == size == T
     assert plain["env_steps"] == T and plain["theta_updates"] > 0 and plain["phi_updates"] > 0
     assert plain_lag == 24 and lag == 48
+
+
+# ----- the naive schedule (N_kappa = T, T_kappa = 1): chunks that span kappa-iterations
+NAIVE_T, NAIVE_START, NAIVE_SYNC = 300, 21, 40  # phi's target period: 40 // 4 = 10 phi updates
+
+
+def naive_config(config_cls, **training):
+    return (short_config(config_cls)
+            .training(naive_schedule=True, total_env_steps=NAIVE_T, num_steps_sampled_before_learning_starts=NAIVE_START,
+                      target_network_update_freq=NAIVE_SYNC, env_steps_per_iteration=100, **training)
+            .env_runners(rollout_fragment_length=4))
+
+
+def naive_ops_one_step_at_a_time(variant):
+    """The learner's steps of the naive schedule, written out env step by env step (Algorithms 5
+    and 6 with T_kappa = 1): (module, target copy after it). Iteration t - 1 is env step t; from
+    learning start on, every 4th env step pays for a Q_theta update; kappa-PI then evaluates the
+    new policy with one Q_phi update (not after the last iteration); kappa-VI copies phi <- theta
+    at every iteration's end."""
+    ops, counted, last_sync, phi = [], 0, 0, 0
+    for t in range(1, NAIVE_T + 1):
+        updated = False
+        if t >= NAIVE_START:
+            counted += 1
+            if counted % 4 == 0:
+                sync = t - last_sync >= NAIVE_SYNC
+                last_sync = t if sync else last_sync
+                ops.append((DEFAULT_MODULE_ID, sync))
+                updated = True
+        if variant == "vi":
+            ops.append((COPY_THETA_TO_PHI, False))
+        elif updated and t < NAIVE_T:
+            phi += 1
+            ops.append((PHI_MODULE_ID, phi % 10 == 0))
+    return ops
+
+
+@pytest.mark.parametrize("chunk", [4, 64])
+@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
+def test_naive_chunks_make_the_updates_of_one_env_step_at_a_time(config_cls, chunk):
+    """A chunk of the naive schedule spans up to `chunk` kappa-iterations; its learner program holds
+    their Q_theta updates, Q_phi updates, phi <- theta copies and target copies in the order and at
+    the counts of the schedule walked one env step at a time."""
+    config = naive_config(config_cls, env_steps_per_sample=chunk)
+    config.validate()
+    algo = object.__new__(config.algo_class)  # the schedule's bookkeeping only: no Ray, no learner
+    algo.config = config
+    algo._init_schedule_state()
+    ops, chunks = [], []
+    while not algo.phases.done:  # train() calls of env_steps_per_iteration = 100 env steps
+        used = 0
+        while not algo.phases.done and used < 100:
+            n = min(chunk, algo._chunk_bound(), 100 - used)
+            for module_id, k, syncs in algo._chunk_program(n):
+                ops += [(module_id, j in syncs) for j in range(1, k + 1)] if k else [(module_id, False)]
+            chunks.append(n)
+            used += n
+    variant = "vi" if config_cls is KappaVIDQNConfig else "pi"
+    expected = naive_ops_one_step_at_a_time(variant)
+    assert ops == expected
+    assert sum(chunks) == NAIVE_T and max(chunks) == min(chunk, 100)
+    c = algo.counters
+    assert c["theta_updates"] == (NAIVE_T - NAIVE_START + 1) // 4 == 70
+    assert c["phi_updates"] == (69 if variant == "pi" else 0)  # the last env step's update is not evaluated
+    assert algo.phases.iteration == algo.phases.num_iterations == NAIVE_T
+
+
+def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
+    """kappa-PI-DQN on the naive schedule in 64-step chunks sampled ahead by a remote EnvRunner,
+    checkpointed and restored after the first train() call, ends with the counts, target copies
+    and replay of 4-step chunks (one update pair per chunk, as one env step at a time gives),
+    and its policy lag is bounded by the chunks of one train() call (64 + 36 env steps)."""
+    finals = []
+    for chunk, runners in ((4, 0), (64, 1)):
+        algo = naive_config(KappaPIDQNConfig, env_steps_per_sample=chunk).env_runners(num_env_runners=runners).build_algo()
+        result = algo.train()
+        if runners:
+            restored = KappaPIDQN.from_checkpoint(algo.save_to_path(str(tmp_path / "naive")))
+            algo.stop()
+            algo = restored
+        while not result.get("done"):
+            result = algo.train()
+        k = result["kappa"]
+        finals.append(({key: k[key] for key in ("env_steps", "iteration", "theta_updates", "phi_updates",
+                                               "last_theta_target_sync", "phi_updates_at_last_target_sync")},
+                       len(algo.local_replay_buffer), k["max_policy_lag_env_steps"]))
+        algo.stop()
+    (small, small_size, small_lag), (chunked, size, lag) = finals
+    assert small == chunked and small_size == size == NAIVE_T
+    assert chunked["iteration"] == NAIVE_T and chunked["theta_updates"] == 70 and chunked["phi_updates"] == 69
+    assert chunked["phi_updates_at_last_target_sync"] == 60 and chunked["last_theta_target_sync"] == 280
+    assert small_lag == 4 and lag == 64 + 36

@@ -11,7 +11,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
 from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.variant import PHI_MODULE_ID
+from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
 
 GAMMA = 0.97
 MODEL = {"fcnet_hiddens": [16], "head_fcnet_hiddens": []}
@@ -188,6 +188,49 @@ def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
         main = key.removeprefix("_target_")
         assert not np.allclose(np.asarray(a[key]), before[key])
         assert not np.allclose(np.asarray(a[key]), np.asarray(a[main]))
+
+
+def test_fused_program_equals_its_runs_one_call_each():
+    """A learner program (the naive schedule's: Q_theta and Q_phi updates alternating, a phi <- theta
+    copy, target copies inside runs) in one call = each run in a fused call of its own, in order, on
+    the same minibatches: Q_theta's later targets read the Q_phi that the run before it trained."""
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    program, one_by_one = (build_learner(KappaPIDQNConfig, 0.6) for _ in range(2))
+    one_by_one.module.set_state(program.module.get_state())
+    runs = [(DEFAULT_MODULE_ID, 2, [1]), (PHI_MODULE_ID, 1, [1]), (DEFAULT_MODULE_ID, 2, []),
+            (COPY_THETA_TO_PHI, 0, []), (DEFAULT_MODULE_ID, 1, [1]), (PHI_MODULE_ID, 2, [])]
+    rng = np.random.default_rng(7)
+    k, size = sum(n for _, n, _ in runs), 8
+    data = {
+        Columns.OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
+        Columns.NEXT_OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, size=k * size),
+        Columns.REWARDS: rng.normal(size=k * size).astype(np.float32),
+        Columns.TERMINATEDS: (rng.random(k * size) < 0.2).astype(np.float32),
+    }
+    results = program.update(training_data=TrainingData(batch=MultiAgentBatch(
+        {DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * size)), fused_update={"runs": runs, "minibatch_size": size})
+    value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
+    assert value(results[DEFAULT_MODULE_ID]["num_updates"]) == 5 and value(results[PHI_MODULE_ID]["num_updates"]) == 3
+    row = 0
+    for module_id, n, syncs in runs:
+        if module_id == COPY_THETA_TO_PHI:
+            one_by_one.copy_theta_to_phi()
+            continue
+        part = {c: v[row * size : (row + n) * size] for c, v in data.items()}
+        one_by_one.update(training_data=TrainingData(batch=MultiAgentBatch({module_id: SampleBatch(part)}, env_steps=n * size)),
+                          fused_update={"module_id": module_id, "num_updates": n, "minibatch_size": size,
+                                        "target_syncs": syncs})
+        row += n
+    for module_id in (DEFAULT_MODULE_ID, PHI_MODULE_ID):
+        a, b = program.module[module_id].get_state(), one_by_one.module[module_id].get_state()
+        for key in a:
+            np.testing.assert_allclose(np.asarray(a[key]), np.asarray(b[key]), rtol=1e-5, atol=1e-6, err_msg=key)
+    # the copy reached phi, and the phi updates after it moved it on
+    theta, phi = program.module[DEFAULT_MODULE_ID].get_state(), program.module[PHI_MODULE_ID].get_state()
+    assert any(not np.allclose(np.asarray(theta[key]), np.asarray(phi[key])) for key in theta if "_target" not in key)
 
 
 @pytest.mark.parametrize("scale", [0.01, 100.0])  # below and above the clip

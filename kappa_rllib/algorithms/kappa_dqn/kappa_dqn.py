@@ -47,10 +47,10 @@ from kappa_rllib.algorithms.sampling import (
     sync_env_runner_weights,
 )
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
-from kappa_rllib.phases import KappaPhaseMachine
+from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.schedule import validate_gamma
-from kappa_rllib.variant import PHI_MODULE_ID, PI, VI
+from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID, PI, VI
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
@@ -237,6 +237,11 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
 
     def setup(self, config) -> None:
         super().setup(config)
+        self._init_schedule_state()
+
+    def _init_schedule_state(self) -> None:
+        """The phase machine and the counters, at the start of the schedule (all that the
+        schedule's bookkeeping, `_chunk_program`, reads besides the config)."""
         cfg = self.config
         self.phases = KappaPhaseMachine(
             total_steps=cfg.total_env_steps,
@@ -265,13 +270,15 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
 
     def _improvement_step(self, max_steps: int) -> int:
         """Sample a chunk of <= env_steps_per_sample env steps (one set of acting weights), store
-        it, then the Q_theta updates it pays for in one fused learner call, then one weight sync.
+        it, then the updates it pays for in one fused learner call, then one weight sync.
 
         Updates and Q'_theta copies are counted per fragment of rollout_fragment_length env steps,
         exactly as if each fragment were sampled and trained on by itself (`_theta_schedule`).
+        A chunk ends with the improvement phase, except where iterations are shorter than a chunk
+        (`_spans_iterations`): then it spans them, and its learner call holds their updates in order.
         """
         cfg = self.config
-        n = min(cfg.env_steps_per_sample, self.phases.steps_left_in_phase(), max_steps)
+        n = min(cfg.env_steps_per_sample, self._chunk_bound(), max_steps)
         prefetched = self._in_flight is not None
         if prefetched:  # sampled while the previous chunk's updates ran
             assert self._in_flight == n, (self._in_flight, n)
@@ -281,23 +288,60 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
         transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
         steps = len(transitions.get(Columns.REWARDS, ()))
         self.local_replay_buffer.add(transitions)
-        num_updates, syncs = self._theta_schedule(steps)
+        runs = self._chunk_program(steps)
         # env steps acted with weights older than this chunk's update (one chunk more when prefetched)
         lag = steps + (self._last_chunk_steps if prefetched else 0)
         self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
         self._last_chunk_steps = steps
-        n_next = min(cfg.env_steps_per_sample, self.phases.steps_left_in_phase(), max_steps - steps)
+        n_next = min(cfg.env_steps_per_sample, self._chunk_bound(), max_steps - steps)
         if cfg.overlap_sampling and self.env_runner_group.num_remote_workers() and n_next > 0:
-            # Overlap: the remote EnvRunners sample the next chunk (same phase, same train() call,
-            # so nothing is in flight at a checkpoint) while the learner updates on this one.
+            # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
+            # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
+            # learner updates on this one.
             submit_env_steps(self, n_next, global_env_steps=self.phases.steps)
             self._in_flight = n_next
-        if num_updates:
-            self._update(DEFAULT_MODULE_ID, num_updates, target_syncs=syncs)
-            self.counters["theta_updates"] += num_updates
-            self.phases.record_updates(num_updates)
+        if runs:
+            self._update(runs)
             sync_env_runner_weights(self)
         return steps
+
+    def _spans_iterations(self) -> bool:
+        """Whether one chunk spans kappa-iterations: the naive schedule's T_kappa = 1 env step
+        would otherwise cost an EnvRunner call and up to two learner calls per env step."""
+        return bool(self.config.naive_schedule)
+
+    def _chunk_bound(self) -> int:
+        """Env steps the next chunk may take: to the end of the improvement phase, or of the
+        schedule when chunks span iterations."""
+        if self._spans_iterations():
+            return self.phases.total_steps - self.phases.steps
+        return self.phases.steps_left_in_phase()
+
+    def _chunk_program(self, steps: int) -> list[tuple]:
+        """Records a chunk of `steps` env steps in the phase machine and returns the learner
+        program it pays for: [(module id, updates, target syncs), ...] in order. Within one
+        improvement phase that is its Q_theta updates; a chunk that spans iterations walks them
+        as `training_step` would one env step at a time: each iteration's Q_theta updates, then
+        its end (kappa-VI: phi <- theta, Alg. 6 l. 13; kappa-PI: as many Q_phi updates, Alg. 5 l. 16)."""
+        runs = []
+        while steps > 0:
+            m = min(steps, self.phases.steps_left_in_phase())
+            steps -= m
+            num_updates, syncs = self._theta_schedule(m)
+            if num_updates:
+                runs.append((DEFAULT_MODULE_ID, num_updates, syncs))
+                self.counters["theta_updates"] += num_updates
+                self.phases.record_updates(num_updates)
+            if self._spans_iterations() and self.phases.improvement_complete():  # the iteration ends here
+                if self.config.kappa_plan.copies_theta_to_phi:
+                    runs.append((COPY_THETA_TO_PHI, 0, []))
+                self.phases.end_improvement()
+                if self.phases.phase == EVALUATION:
+                    k = self.phases.updates_left_in_phase()
+                    runs.append((PHI_MODULE_ID, k, self._phi_schedule(k)))
+                    self.phases.record_updates(k)
+                    self.phases.end_evaluation()
+        return runs
 
     def _theta_schedule(self, steps: int) -> tuple[int, list[int]]:
         """Records `steps` env steps fragment by fragment; returns the Q_theta updates they pay
@@ -330,35 +374,59 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
     def _evaluation_step(self) -> None:
         """Up to `updates_per_learner_call` Q_phi TD(0) updates in one fused learner call, with
         Q'_phi <- Q_phi after every `_phi_target_period()` phi updates."""
-        c, period = self.counters, self._phi_target_period()
         num_updates = min(self.phases.updates_left_in_phase(), self.config.updates_per_learner_call)
+        self._update([(PHI_MODULE_ID, num_updates, self._phi_schedule(num_updates))])
+        self.phases.record_updates(num_updates)
+
+    def _phi_schedule(self, num_updates: int) -> list[int]:
+        """Counts `num_updates` Q_phi updates; returns after which of them Q'_phi <- Q_phi is due
+        (every `_phi_target_period()` phi updates, counted over the whole run)."""
+        c, period = self.counters, self._phi_target_period()
         done_since_sync = c["phi_updates"] - c["phi_updates_at_last_target_sync"]
         syncs = list(range(period - done_since_sync, num_updates + 1, period))
-        self._update(PHI_MODULE_ID, num_updates, target_syncs=syncs)
         c["phi_updates"] += num_updates
         if syncs:
             c["phi_updates_at_last_target_sync"] = c["phi_updates"] - (num_updates - syncs[-1])
-        self.phases.record_updates(num_updates)
+        return syncs
 
     def _phi_target_period(self) -> int:
         """Q'_phi is copied after as many updates as Q'_theta gets between its copies."""
         return max(1, self.config.target_network_update_freq // self.config.env_steps_per_update)
 
-    def _update(self, module_id: str, num_updates: int, target_syncs: list[int] = ()) -> None:
-        """`num_updates` gradient steps on `module_id`, one minibatch each, in one fused learner
-        call (`KappaDQNTorchLearner.update`); target copies after the listed update counts."""
-        batch_size = self.config.total_train_batch_size
-        for start in range(0, num_updates, self.config.updates_per_learner_call):
-            k = min(self.config.updates_per_learner_call, num_updates - start)
-            data = self.local_replay_buffer.sample(k * batch_size)
-            batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * batch_size)
-            results = self.learner_group.update(
-                batch=batch,
-                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
-                fused_update={"module_id": module_id, "num_updates": k, "minibatch_size": batch_size,
-                              "target_syncs": [j - start for j in target_syncs if start < j <= start + k]},
-            )
-            self.metrics.aggregate(results, key=LEARNER_RESULTS)
+    def _update(self, runs: list[tuple]) -> None:
+        """The learner program `runs` ([(module id, updates, target syncs after those update
+        counts), ...], `COPY_THETA_TO_PHI` runs included), one minibatch per gradient step, in
+        fused learner calls of at most `updates_per_learner_call` steps (`KappaDQNTorchLearner.update`)."""
+        batch_size, cap = self.config.total_train_batch_size, self.config.updates_per_learner_call
+        call: list[tuple] = []
+        for module_id, num_updates, target_syncs in runs:
+            if module_id == COPY_THETA_TO_PHI:
+                call.append((module_id, 0, []))
+            start = 0
+            while start < num_updates:  # split across calls: each call's syncs count from its first update
+                room = cap - sum(k for _, k, _ in call)
+                k = min(room, num_updates - start)
+                call.append((module_id, k, [j - start for j in target_syncs if start < j <= start + k]))
+                start += k
+                if k == room:
+                    self._learner_call(call, batch_size)
+                    call = []
+        if call:
+            self._learner_call(call, batch_size)
+
+    def _learner_call(self, runs: list[tuple], batch_size: int) -> None:
+        k = sum(n for _, n, _ in runs)
+        if not k:  # only phi <- theta copies
+            self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
+            return
+        data = self.local_replay_buffer.sample(k * batch_size)
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * batch_size)
+        results = self.learner_group.update(
+            batch=batch,
+            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
+            fused_update={"runs": runs, "minibatch_size": batch_size},
+        )
+        self.metrics.aggregate(results, key=LEARNER_RESULTS)
 
     # ----- checkpoints: phases and counters via KappaStateMixin, plus the replay buffer
     def _extra_kappa_state(self) -> dict:

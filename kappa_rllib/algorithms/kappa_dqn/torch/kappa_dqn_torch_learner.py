@@ -26,7 +26,7 @@ from ray.rllib.utils.torch_utils import clip_gradients
 
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import KappaDQNLearner
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
-from kappa_rllib.variant import PHI_MODULE_ID
+from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
 
 SHAPED_REWARD_MEAN_KEY = "shaped_reward_mean"
 V_PHI_MEAN_KEY = "v_phi_next_mean"
@@ -68,33 +68,66 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
 
     # ----- the fused update: K gradient steps in one call
     def update(self, *, training_data=None, timesteps=None, fused_update=None, **kwargs):
-        """With `fused_update={"module_id", "num_updates", "minibatch_size", "target_syncs"}`:
-        `num_updates` Adam steps on consecutive minibatches of the batch, in a tight loop; Q' <- Q
-        after the update counts in `target_syncs`. Gives the same parameters as RLlib's minibatch
-        loop (tested); without `fused_update`, RLlib's own `Learner.update`.
+        """With `fused_update={"runs": [(module_id, num_updates, target_syncs), ...], "minibatch_size"}`:
+        the runs in order, each `num_updates` Adam steps of `module_id` on the batch's next
+        minibatches in a tight loop, with Q' <- Q after the run's update counts in `target_syncs`;
+        a run of `COPY_THETA_TO_PHI` (0 updates) is kappa-VI's phi <- theta at that point.
+        `{"module_id", "num_updates", "target_syncs", "minibatch_size"}` is a program of one run.
+        Gives the same parameters as RLlib's minibatch loop called run by run (tested); without
+        `fused_update`, RLlib's own `Learner.update`.
 
-        Why it is fast: the batch becomes tensors on the learner's device once; the targets of
-        every minibatch between two target copies are computed in one batched pass (they read
-        only networks that do not change between copies: Q'_theta, Q'_phi and, during an
-        improvement phase, Q_phi), so each gradient step runs one forward and one backward of the
-        trained network; statistics stay on the device and are read once per call.
+        Why it is fast: the batch becomes tensors on the learner's device once; within a run, the
+        targets of every minibatch between two target copies are computed in one batched pass
+        (they read only networks that do not change within the run between copies: Q'_theta,
+        Q'_phi and, in a run of Q_theta updates, Q_phi), so each gradient step runs one forward
+        and one backward of the trained network; statistics stay on the device and are read once
+        per call. Several runs in one call (the naive schedule alternates Q_theta and Q_phi
+        updates every few env steps) cost one call instead of one per run.
         """
         if fused_update is None:
             return super().update(training_data=training_data, timesteps=timesteps, **kwargs)
         training_data.solve_refs()
-        module_id, k, size = fused_update["module_id"], fused_update["num_updates"], fused_update["minibatch_size"]
-        tensors = self._fused_batch_tensors(training_data.batch.policy_batches[module_id])
+        size = fused_update["minibatch_size"]
+        runs = fused_update.get("runs") or [
+            (fused_update["module_id"], fused_update["num_updates"], fused_update["target_syncs"])]
+        (columns,) = training_data.batch.policy_batches.values()
+        tensors = self._fused_batch_tensors(columns)
+        stats, row = {}, 0  # module id -> (per-update stats, (updates, target stats) per target pass)
+        for module_id, k, target_syncs in runs:
+            if module_id == COPY_THETA_TO_PHI:
+                self.copy_theta_to_phi()
+                continue
+            rows = {c: t[row * size : (row + k) * size] for c, t in tensors.items()}
+            self._fused_run(module_id, rows, k, size, target_syncs, *stats.setdefault(module_id, ([], [])))
+            row += k
+        means = {}
+        for module_id, (step_stats, target_stats) in stats.items():
+            k = len(step_stats)
+            mine = {key: torch.stack([s[key] for s in step_stats]).mean() for key in step_stats[0]}
+            for key in target_stats[0][1]:  # minibatch means, weighted by the updates they served
+                mine[key] = sum(n * extra[key] for n, extra in target_stats) / k
+            means.update({(module_id, key): value for key, value in mine.items()})
+        if means:
+            values = torch.stack(list(means.values())).tolist()  # one device->host copy
+            for module_id, (step_stats, _) in stats.items():
+                self.metrics.log_dict({**{key: v for (mid, key), v in zip(means, values) if mid == module_id},
+                                       "num_updates": len(step_stats)}, key=module_id, window=1)
+        return self.metrics.reduce()
+
+    def _fused_run(self, module_id, tensors, k, size, target_syncs, step_stats, target_stats) -> None:
+        """`k` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
+        update counts in `target_syncs`; appends each step's and each target pass's statistics."""
         config = self.config.get_config_for_module(module_id)
         module = self.module[module_id].unwrapped()
-        module.train()  # once per call (RLlib's forward_train re-walks the module tree every step)
+        module.train()  # once per run (RLlib's forward_train re-walks the module tree every step)
         optimizer = self.get_optimizer(module_id)
         params = [p for group in optimizer.param_groups for p in group["params"]]
         global_norm_clip = config.grad_clip is not None and config.grad_clip_by == "global_norm"
-        if self.targets_fixed_between_syncs(module_id, config):  # one target pass per run of updates
-            ends = sorted({j for j in fused_update["target_syncs"] if 0 < j < k} | {k})
+        if self.targets_fixed_between_syncs(module_id, config):  # one target pass per stretch of updates
+            ends = sorted({j for j in target_syncs if 0 < j < k} | {k})
         else:  # a target pass before every update
             ends = range(1, k + 1)
-        step_stats, target_stats, start = [], [], 0
+        start = 0
         for end in ends:  # updates start..end-1 read the same target networks
             rows = {c: t[start * size : end * size] for c, t in tensors.items()}
             targets, extra = self.td_target(module_id, config, rows)
@@ -115,15 +148,9 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
                         params[i].grad = grad
                 optimizer.step()
                 step_stats.append(stats)
-            if end in fused_update["target_syncs"]:
+            if end in target_syncs:
                 self.sync_target_network(module_id)
             start = end
-        means = {key: torch.stack([s[key] for s in step_stats]).mean() for key in step_stats[0]}
-        for key in target_stats[0][1]:  # minibatch means, weighted by the updates they served
-            means[key] = sum(n * extra[key] for n, extra in target_stats) / k
-        means = dict(zip(means, torch.stack(list(means.values())).tolist()))  # one device->host copy
-        self.metrics.log_dict({**means, "num_updates": k}, key=module_id, window=1)
-        return self.metrics.reduce()
 
     def _fused_batch_tensors(self, columns) -> dict:
         """The columns a TD update reads, as tensors on the learner's CPU or GPU (on a GPU through
