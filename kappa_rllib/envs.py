@@ -32,6 +32,9 @@ def _register_ale() -> None:
         import ale_py
 
         gym.register_envs(ale_py)
+        # ALE's banner ("A.L.E: ... [Powered by Stella]") on stderr at every env creation is no news:
+        # its warnings and errors still come through
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     except ImportError:  # pragma: no cover - ale-py is a declared dependency
         pass
 

@@ -32,6 +32,9 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "kappa-vi-trpo", "--env", "Hopper-v5", "--phi-fit", "iteration_end"],
          "--phi-fit applies to --algo kappa-pi-trpo only"),
         (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-fit", "sometimes"], "invalid choice"),
+        # the Atari preset's trials take 2 remote EnvRunners: 3 CPUs, more than an embedded Ray of 2 has
+        (["tune", "tune_configs/paper/atari_table1.py", "--smoke", "--num-cpus", "2", "--storage", "/tmp/never"],
+         "grid 'kappa_pi_dqn': a trial asks for 3 CPUs (its learner and 2 remote EnvRunners) but this embedded Ray has 2"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):

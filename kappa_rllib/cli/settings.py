@@ -36,8 +36,8 @@ def add_run_arguments(p) -> None:
     p.add_argument("--config", help="YAML preset (sections training/rl_module/env_runners); "
                    "default: the packaged preset for the env, if any")
     p.add_argument("--gamma", type=number("gamma"), default=None)
-    p.add_argument("--num-env-runners", type=non_negative_int, default=0,
-                   help="remote EnvRunners (0: sample in the driver)")
+    p.add_argument("--num-env-runners", type=non_negative_int, default=None,
+                   help="remote EnvRunners (0: sample in the driver); default: the preset's (Atari: 2), else 0")
     add_ray_options(p)
     p.add_argument("--output", default="results", help="parent folder of the run folder")
     p.add_argument("--checkpoint-every", type=non_negative_int, default=10,
@@ -108,7 +108,8 @@ def make_config(algo: str, args):
             config.training(lambda_=args.lambda_)
         if args.gamma is not None:
             config.training(gamma=args.gamma)
-        config.env_runners(num_env_runners=args.num_env_runners)
+        if args.num_env_runners is not None:
+            config.env_runners(num_env_runners=args.num_env_runners)
         config.debugging(seed=args.seed)
         config.validate()
     except (ValueError, TypeError, OSError) as e:

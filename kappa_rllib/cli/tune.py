@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -68,6 +69,21 @@ def _check_storage(args) -> None:
         check_output("--storage", args.storage)
 
 
+def _check_local_cpus(args, grids) -> None:
+    """An embedded Ray with fewer CPUs than one trial asks for would leave every trial pending."""
+    if args.address:
+        return  # a cluster may add nodes on demand
+    cpus = args.num_cpus or os.cpu_count()
+    for grid in grids:
+        c = grid.config
+        need = c.num_cpus_for_main_process + c.num_env_runners * c.num_cpus_per_env_runner
+        if need > cpus:
+            raise ValueError(
+                f"grid {grid.name!r}: a trial asks for {need:g} CPUs (its learner and {c.num_env_runners} remote "
+                f"EnvRunners) but this embedded Ray has {cpus} (--num-cpus); run it on a cluster (--address) or "
+                "set .env_runners(num_env_runners=0) in the file")
+
+
 def main(args) -> int:
     """Every grid of the file, validated before Ray starts."""
     from kappa_rllib import experiments
@@ -84,6 +100,7 @@ def main(args) -> int:
             experiments.request_gpus(grids, args.gpus_per_trial)
         _check_storage(args)
         check_address(args)
+        _check_local_cpus(args, grids)
     except (ValueError, TypeError, OSError, UsageError) as e:
         return error(one_line(e))
     storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))

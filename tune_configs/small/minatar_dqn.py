@@ -15,9 +15,10 @@ Cost: 80 trials, 20M env steps. Measured on a 2-core CPU machine (torch CPU, 1 t
 2 trials at a time): a DQN trial takes 266-315 s (~850-940 env steps/s, learning start included; the
 `dqn` grid's 10 trials took 27 min). kappa-VI makes as many updates as DQN (a trial: 277-370 s),
 kappa-PI twice as many (benchmarks/throughput.py --workload w3: ~0.55x DQN's rate). The naive
-schedule's T_kappa = 1 makes every env step an iteration of its own, with its own sampling call:
-~160 env steps/s, ~26 min a trial. So: dqn ~0.5 h, kappa_vi_dqn ~1.3 h, kappa_pi_dqn ~2.5 h,
-naive_kappa_pi_dqn ~2.2 h: ~6.5 hours for the file on 2 cores, about an hour on a 16-core machine
+schedule's T_kappa = 1 makes every env step an iteration of its own; its chunks of 64 env steps
+span 64 iterations (one sampling call, one learner call), ~300-420 env steps/s after learning
+starts, ~10-12 min a trial. So: dqn ~0.5 h, kappa_vi_dqn ~1.3 h, kappa_pi_dqn ~2.5 h,
+naive_kappa_pi_dqn ~1 h: ~5.3 hours for the file on 2 cores, about an hour on a 16-core machine
 (16 trials at a time). Run it in parts with `--grids` and `--resume`. Results so far:
 docs/results/minatar/.
 Paper (Atari, 10M steps): kappa-PI-DQN beats DQN on all six games at kappa_best (0.84 on 4 of
