@@ -10,6 +10,8 @@ N_kappa iterations (`kappa_rllib.schedule`):
                `env_steps_per_update` env steps (shaped target, see the torch learner);
   evaluation (kappa-PI only): as many Q_phi TD(0) updates as the improvement phase made;
   kappa-VI: phi <- theta at the end of each iteration.
+With the naive schedule (T_kappa = 1 env step) one sampled chunk spans many iterations, and one
+fused learner call makes their updates in the same order (`_chunk_program`).
 The phase machine, all counters and the replay buffer are part of `get_state()`, so a
 checkpoint resumes the schedule exactly.
 """
@@ -415,6 +417,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
             self._learner_call(call, batch_size)
 
     def _learner_call(self, runs: list[tuple], batch_size: int) -> None:
+        """One fused learner call: the runs' minibatches sampled from the replay in one draw."""
         k = sum(n for _, n, _ in runs)
         if not k:  # only phi <- theta copies
             self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
