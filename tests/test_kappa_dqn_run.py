@@ -174,6 +174,14 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     algo.stop()
 
 
+def final_counts(algo, result):
+    """(the schedule's counts and last target copies, replay size, policy lag) at the end of a run."""
+    k = result["kappa"]
+    counts = {key: k[key] for key in ("env_steps", "iteration", "theta_updates", "phi_updates",
+                                      "last_theta_target_sync", "phi_updates_at_last_target_sync")}
+    return counts, len(algo.local_replay_buffer), k["max_policy_lag_env_steps"]
+
+
 @pytest.mark.parametrize("runners", [1, 2])
 def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, runners):
     """With remote EnvRunners, overlapped and plain sampling reach T with the same env steps, theta/phi updates, kappa
@@ -185,10 +193,7 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
         result = {}
         while not result.get("done"):
             result = algo.train()
-        k = result["kappa"]
-        finals.append(({key: k[key] for key in ("env_steps", "iteration", "theta_updates", "phi_updates",
-                                               "last_theta_target_sync", "phi_updates_at_last_target_sync")},
-                       len(algo.local_replay_buffer), k["max_policy_lag_env_steps"]))
+        finals.append(final_counts(algo, result))
         algo.stop()
     (plain, plain_size, plain_lag), (overlapped, size, lag) = finals
     assert plain == overlapped and plain_size == size == T
@@ -276,10 +281,7 @@ def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
             algo = restored
         while not result.get("done"):
             result = algo.train()
-        k = result["kappa"]
-        finals.append(({key: k[key] for key in ("env_steps", "iteration", "theta_updates", "phi_updates",
-                                               "last_theta_target_sync", "phi_updates_at_last_target_sync")},
-                       len(algo.local_replay_buffer), k["max_policy_lag_env_steps"]))
+        finals.append(final_counts(algo, result))
         algo.stop()
     (small, small_size, small_lag), (chunked, size, lag) = finals
     assert small == chunked and small_size == size == NAIVE_T

@@ -144,6 +144,18 @@ def test_kappa_one_is_rllib_dqn_exactly(config_cls):
         torch.testing.assert_close(g_ours, g_rllib)
 
 
+def random_transitions(n: int, seed: int) -> dict:
+    """`n` CartPole-shaped transitions as numpy columns, a fifth of them terminal."""
+    rng = np.random.default_rng(seed)
+    return {
+        Columns.OBS: rng.normal(size=(n, 4)).astype(np.float32),
+        Columns.NEXT_OBS: rng.normal(size=(n, 4)).astype(np.float32),
+        Columns.ACTIONS: rng.integers(0, 2, size=n),
+        Columns.REWARDS: rng.normal(size=n).astype(np.float32),
+        Columns.TERMINATEDS: (rng.random(n) < 0.2).astype(np.float32),
+    }
+
+
 @pytest.mark.parametrize("module_id, v_phi_source", [(DEFAULT_MODULE_ID, "paper"), (PHI_MODULE_ID, "paper"),
                                                      (DEFAULT_MODULE_ID, "authors")])
 def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
@@ -156,15 +168,8 @@ def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
     fused, plain = (build_learner(KappaPIDQNConfig, 0.6, v_phi_source=v_phi_source) for _ in range(2))
     plain.module.set_state(fused.module.get_state())
     before = {k: np.asarray(v).copy() for k, v in fused.module[module_id].get_state().items()}
-    rng = np.random.default_rng(4)
     k, size = 5, 8
-    data = {
-        Columns.OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
-        Columns.NEXT_OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
-        Columns.ACTIONS: rng.integers(0, 2, size=k * size),
-        Columns.REWARDS: rng.normal(size=k * size).astype(np.float32),
-        Columns.TERMINATEDS: (rng.random(k * size) < 0.2).astype(np.float32),
-    }
+    data = random_transitions(k * size, seed=4)
     batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * size)
     results = fused.update(training_data=TrainingData(batch=batch), fused_update={
         "module_id": module_id, "num_updates": k, "minibatch_size": size, "target_syncs": [2]})
@@ -201,15 +206,8 @@ def test_fused_program_equals_its_runs_one_call_each():
     one_by_one.module.set_state(program.module.get_state())
     runs = [(DEFAULT_MODULE_ID, 2, [1]), (PHI_MODULE_ID, 1, [1]), (DEFAULT_MODULE_ID, 2, []),
             (COPY_THETA_TO_PHI, 0, []), (DEFAULT_MODULE_ID, 1, [1]), (PHI_MODULE_ID, 2, [])]
-    rng = np.random.default_rng(7)
     k, size = sum(n for _, n, _ in runs), 8
-    data = {
-        Columns.OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
-        Columns.NEXT_OBS: rng.normal(size=(k * size, 4)).astype(np.float32),
-        Columns.ACTIONS: rng.integers(0, 2, size=k * size),
-        Columns.REWARDS: rng.normal(size=k * size).astype(np.float32),
-        Columns.TERMINATEDS: (rng.random(k * size) < 0.2).astype(np.float32),
-    }
+    data = random_transitions(k * size, seed=7)
     results = program.update(training_data=TrainingData(batch=MultiAgentBatch(
         {DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * size)), fused_update={"runs": runs, "minibatch_size": size})
     value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
