@@ -486,18 +486,21 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
 
 
 # ----------------------------------------------------------------- Atari
-def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str) -> list[tuple]:
-    """kappa = 1 and kappa-PI-DQN on Breakout with the Atari preset beside the minimal single-env
-    loops, env steps/s over `steps` env steps after learning starts."""
+def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str,
+                   algos: tuple = ("dqn", "kappa-pi")) -> list[tuple]:
+    """kappa = 1 and kappa-PI-DQN (`algos`) on Breakout with the Atari preset beside the minimal
+    single-env loops, env steps/s over `steps` env steps after learning starts."""
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
     rows = Rows()
-    for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi")]:
+    pairs = [(name, variant, kappa) for name, variant, kappa, algo in
+             [("DQN", None, 1.0, "dqn"), ("kappa-PI-DQN", "pi", ATARI["kappa"], "kappa-pi")] if algo in algos]
+    for name, variant, _ in pairs:
         with PeakRSS() as mem:
             rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
         rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
     for runners in env_runners:
-        for name, kappa in [("kappa = 1 (DQN)", 1.0), ("kappa-PI-DQN", ATARI["kappa"])]:
+        for name, kappa in [("kappa = 1 (DQN)" if k == 1.0 else n, k) for n, _, k in pairs]:
             config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
                 num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
             if device.startswith("cuda"):
@@ -589,6 +592,7 @@ def main(argv=None):
     p.add_argument("--fill-replay", action="store_true",
                    help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
     p.add_argument("--device", default="cpu", help="Atari: where the learners (and the minimal loops) run: cpu or cuda")
+    p.add_argument("--atari-algos", default="dqn,kappa-pi", help="Atari: which of dqn, kappa-pi to run")
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
@@ -611,7 +615,8 @@ def main(argv=None):
         rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay,
-                                              [int(n) for n in args.env_runners.split(",")], args.device)
+                                              [int(n) for n in args.env_runners.split(",")], args.device,
+                                              tuple(args.atari_algos.split(",")))
     if "packing" in workloads:
         rows += [("Packing (Atari, kappa-PI-DQN)",)] + workload_packing(
             args.steps, [int(n) for n in args.trials_per_gpu.split(",")], max(runners), args.device)
