@@ -79,6 +79,10 @@ def test_train_writes_progress_results_and_checkpoint(tmp_path):
         # the CartPole preset's T
         (["--algo", "kappa-pi-dqn", "--env", "CartPole-v1"], "N_kappa 49, T_kappa 1020 env steps, gamma 0.99, T 50000"),
         (["--algo", "gae", "--lambda", "0.9", "--env", "Hopper-v5"], "lambda 0.9, gamma 0.99, T 2000000 env steps"),
+        # remote EnvRunners: the Atari preset's 2; else 0, not RLlib's PPO default of 2; the flag wins
+        (["--algo", "kappa-pi-dqn", "--env", "ALE/Breakout-v5"], "T 10000000 env steps, 2 remote EnvRunners"),
+        (["--algo", "kappa-vi-ppo", "--env", "CartPole-v1"], "env steps, 0 remote EnvRunners"),
+        (["--algo", "kappa-pi-dqn", "--env", "ALE/Breakout-v5", "--num-env-runners", "1"], "1 remote EnvRunners"),
     ],
 )
 def test_dry_run_prints_each_algorithms_own_defaults(args, expected):

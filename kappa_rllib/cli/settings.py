@@ -89,8 +89,14 @@ def make_config(algo: str, args):
     config = config_class(algo)()
     preset_path = args.config or presets.preset_for(args.env, family(algo))
     try:
+        preset = presets.load(preset_path) if preset_path else {}
+        # remote EnvRunners: --num-env-runners, else the preset's (Atari: 2), else 0 (sample in the
+        # driver), never RLlib's own default (PPO's and APPO's 2 would not fit --num-cpus 1)
+        num_env_runners = args.num_env_runners
+        if num_env_runners is None:
+            num_env_runners = preset.get("env_runners", {}).get("num_env_runners", 0)
         if preset_path:
-            presets.apply(config, presets.load(preset_path))
+            presets.apply(config, preset)
         config.environment(args.env)
         if algo in KAPPA_ALGORITHMS or algo in KAPPA_ONE:
             # An omitted flag leaves the algorithm's (or its env preset's) own default.
@@ -108,8 +114,7 @@ def make_config(algo: str, args):
             config.training(lambda_=args.lambda_)
         if args.gamma is not None:
             config.training(gamma=args.gamma)
-        if args.num_env_runners is not None:
-            config.env_runners(num_env_runners=args.num_env_runners)
+        config.env_runners(num_env_runners=num_env_runners)
         config.debugging(seed=args.seed)
         config.validate()
     except (ValueError, TypeError, OSError) as e:
@@ -128,4 +133,5 @@ def describe(algo: str, config, args) -> str:
             schedule += f"phi_fit {config.phi_fit}, "
     else:
         schedule = f"lambda {config.lambda_}, "
-    return f"env {args.env}, {schedule}gamma {config.gamma}, T {config.total_env_steps} env steps"
+    return (f"env {args.env}, {schedule}gamma {config.gamma}, T {config.total_env_steps} env steps, "
+            f"{config.num_env_runners} remote EnvRunners")
