@@ -174,6 +174,14 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     algo.stop()
 
 
+def train_to_done(algo, result=None) -> dict:
+    """Trains until the schedule is used up (from `result`, the last one already had); its last result."""
+    result = result or {}
+    while not result.get("done"):
+        result = algo.train()
+    return result
+
+
 def final_counts(algo, result):
     """(the schedule's counts and last target copies, replay size, policy lag) at the end of a run."""
     k = result["kappa"]
@@ -190,10 +198,7 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
     for overlap in (False, True):
         algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=runners)
                 .training(env_steps_per_sample=24, overlap_sampling=overlap).build_algo())
-        result = {}
-        while not result.get("done"):
-            result = algo.train()
-        finals.append(final_counts(algo, result))
+        finals.append(final_counts(algo, train_to_done(algo)))
         algo.stop()
     (plain, plain_size, plain_lag), (overlapped, size, lag) = finals
     assert plain == overlapped and plain_size == size == T
@@ -279,9 +284,7 @@ def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
             restored = KappaPIDQN.from_checkpoint(algo.save_to_path(str(tmp_path / "naive")))
             algo.stop()
             algo = restored
-        while not result.get("done"):
-            result = algo.train()
-        finals.append(final_counts(algo, result))
+        finals.append(final_counts(algo, train_to_done(algo, result)))
         algo.stop()
     (small, small_size, small_lag), (chunked, size, lag) = finals
     assert small == chunked and small_size == size == NAIVE_T

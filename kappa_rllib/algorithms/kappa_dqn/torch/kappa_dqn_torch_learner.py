@@ -93,12 +93,16 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         (columns,) = training_data.batch.policy_batches.values()
         tensors = self._fused_batch_tensors(columns)
         stats, row = {}, 0  # module id -> (per-update stats, (updates, target stats) per target pass)
+        contexts = {}  # module id -> what its gradient steps need, set up once per call
         for module_id, k, target_syncs in runs:
             if module_id == COPY_THETA_TO_PHI:
                 self.copy_theta_to_phi()
                 continue
+            if module_id not in contexts:
+                contexts[module_id] = self._step_context(module_id)
             rows = {c: t[row * size : (row + k) * size] for c, t in tensors.items()}
-            self._fused_run(module_id, rows, k, size, target_syncs, *stats.setdefault(module_id, ([], [])))
+            self._fused_run(module_id, contexts[module_id], rows, k, size, target_syncs,
+                            *stats.setdefault(module_id, ([], [])))
             row += k
         means = {}
         for module_id, (step_stats, target_stats) in stats.items():
@@ -114,15 +118,20 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
                                        "num_updates": len(step_stats)}, key=module_id, window=1)
         return self.metrics.reduce()
 
-    def _fused_run(self, module_id, tensors, k, size, target_syncs, step_stats, target_stats) -> None:
-        """`k` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
-        update counts in `target_syncs`; appends each step's and each target pass's statistics."""
+    def _step_context(self, module_id) -> tuple:
+        """(config, module in train mode, optimizer, its parameters, global-norm clipping?) of a module:
+        set up once per call (RLlib's forward_train re-walks the module tree every step)."""
         config = self.config.get_config_for_module(module_id)
         module = self.module[module_id].unwrapped()
-        module.train()  # once per run (RLlib's forward_train re-walks the module tree every step)
+        module.train()
         optimizer = self.get_optimizer(module_id)
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        global_norm_clip = config.grad_clip is not None and config.grad_clip_by == "global_norm"
+        return config, module, optimizer, params, config.grad_clip is not None and config.grad_clip_by == "global_norm"
+
+    def _fused_run(self, module_id, context, tensors, k, size, target_syncs, step_stats, target_stats) -> None:
+        """`k` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
+        update counts in `target_syncs`; appends each step's and each target pass's statistics."""
+        config, module, optimizer, params, global_norm_clip = context
         if self.targets_fixed_between_syncs(module_id, config):  # one target pass per stretch of updates
             ends = sorted({j for j in target_syncs if 0 < j < k} | {k})
         else:  # a target pass before every update
