@@ -25,6 +25,8 @@ Atari: kappa = 1 and kappa-PI-DQN on ALE/Breakout-v5 with the Atari preset (the 
     Nature CNN, 100k replay) and `--env-runners N` remote EnvRunners, the learner on `--device`
     (cpu or cuda), beside minimal single-env loops on the same device; `--steps` env steps after
     learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay is full).
+W3 and Atari also time the kappa = 1 run's learner alone after its run (fused learner calls on its own
+    replay, nothing sampled): the rate no sampling layout can beat, only a faster gradient step.
 Packing: `kappa-rllib tune --gpus-per-trial 1/N`'s layout: N kappa-PI-DQN trials of the Atari run above
     (seeds 0..N-1, `--env-runners` remote EnvRunners each) at once through Tune, each trial's learner
     on 1/N of the GPU (`--device cuda`; on cpu the same trials without a GPU share); per trial its env
@@ -270,14 +272,34 @@ def w1_config(variant: str, kappa: float, total_steps: int, seed: int = 0):
     )
 
 
-def run_to_done(config) -> tuple[float, dict]:
+def run_to_done(config, learner_alone_calls: int = 0) -> tuple[float, dict]:
+    """(env steps/s, last result) of a run to its end; with `learner_alone_calls`, the result also
+    holds `learner_alone_rate` (`learner_alone_rate`, measured after the run on its own replay)."""
     algo = config.build_algo()
     start, result = time.perf_counter(), {}
     while not result.get("done"):
         result = algo.train()
     rate = result["kappa"]["env_steps"] / (time.perf_counter() - start)
+    if learner_alone_calls:
+        result["learner_alone_rate"] = learner_alone_rate(algo, learner_alone_calls)
     algo.stop()
     return rate, result
+
+
+def learner_alone_rate(algo, calls: int) -> float:
+    """The env steps/s a kappa = 1 run's learner alone sustains: `calls` fused learner calls of
+    `updates_per_learner_call` Q_theta updates each (replay sampling included), on the run's own
+    replay, with nothing sampled. That is the ceiling of any sampling layout (overlap, more
+    EnvRunners): only a faster gradient step lifts it."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    cfg = algo.config
+    k, size = cfg.updates_per_learner_call, cfg.total_train_batch_size
+    algo._learner_call([(DEFAULT_MODULE_ID, k, [])], size)  # warm-up
+    start = time.perf_counter()
+    for _ in range(calls):
+        algo._learner_call([(DEFAULT_MODULE_ID, k, [])], size)
+    return calls * k * cfg.env_steps_per_update / (time.perf_counter() - start)
 
 
 def stock_rllib_dqn(total_steps: int, seed: int = 0) -> float:
@@ -346,11 +368,16 @@ def workload_w3(steps: int, env_runners: list[int]) -> list[tuple]:
     for runners in env_runners:
         for name, variant, kappa in [("kappa = 1 (DQN)", "pi", 1.0), ("kappa-PI-DQN", "pi", W3["kappa"]),
                                      ("kappa-VI-DQN", "vi", W3["kappa"])]:
+            ceiling = kappa == 1.0 and runners == env_runners[0]
             with PeakRSS() as mem:
-                rate, result = run_to_done(preset_config(variant, kappa, W3["env"], steps, runners=runners))
+                rate, result = run_to_done(preset_config(variant, kappa, W3["env"], steps, runners=runners),
+                                           learner_alone_calls=20 if ceiling else 0)
             base = "DQN" if kappa == 1.0 else name
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s)", rate, base, mem.peak,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+            if ceiling:
+                rows.append((f"kappa-rllib {name}, its learner alone (nothing sampled)", result["learner_alone_rate"],
+                             base, mem.peak, "the ceiling of any sampling layout"))
     return rows
 
 
@@ -513,10 +540,15 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                     if started is None and result["kappa"]["env_steps"] >= start_steps:
                         started, at = time.perf_counter(), result["kappa"]["env_steps"]
                 rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
+                ceiling = kappa == 1.0 and runners == env_runners[0]
+                alone = learner_alone_rate(algo, 5) if ceiling else None
                 algo.stop()
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}", rate,
                          "DQN" if kappa == 1.0 else name, mem.peak,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+            if ceiling:
+                rows.append((f"kappa-rllib {name}, its learner alone on {device} (nothing sampled)", alone, "DQN",
+                             mem.peak, "the ceiling of any sampling layout"))
     return rows
 
 

@@ -231,6 +231,38 @@ def test_fused_program_equals_its_runs_one_call_each():
     assert any(not np.allclose(np.asarray(theta[key]), np.asarray(phi[key])) for key in theta if "_target" not in key)
 
 
+def test_lr_schedule_follows_the_env_steps_of_fused_updates():
+    """An lr schedule (RLlib's [[t, lr], ...], piecewise linear in env steps) applies from the learner
+    call after the one at env step t, as in RLlib's own `Learner.update`: the fused update used to
+    skip that step and kept the first lr for the whole run."""
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    learner = build_learner(KappaPIDQNConfig, 0.6, lr=[[0, 1e-3], [1000, 1e-4]])
+    optimizer = learner.get_optimizer(DEFAULT_MODULE_ID)
+    lr = lambda: optimizer.param_groups[0]["lr"]  # noqa: E731
+    value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
+
+    def fused_update(env_steps, seed):
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(random_transitions(8, seed))}, env_steps=8)
+        return learner.update(training_data=TrainingData(batch=batch), timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
+                              fused_update={"module_id": DEFAULT_MODULE_ID, "num_updates": 1, "minibatch_size": 8,
+                                            "target_syncs": []})
+
+    assert lr() == pytest.approx(1e-3)
+    before = {k: np.asarray(v).copy() for k, v in learner.module[DEFAULT_MODULE_ID].get_state().items()}
+    results = fused_update(500, seed=1)
+    # Adam's first step moves each weight with a gradient by lr (m / sqrt(v) = sign(g)): the lr at t = 0
+    after = learner.module[DEFAULT_MODULE_ID].get_state()
+    step = max(np.abs(np.asarray(after[k]) - before[k]).max() for k in before if not k.startswith("_target"))
+    assert step == pytest.approx(1e-3, rel=1e-3)
+    assert lr() == pytest.approx(5.5e-4)  # halfway from 1e-3 to 1e-4, for the next call
+    assert value(results[DEFAULT_MODULE_ID]["default_optimizer_learning_rate"]) == pytest.approx(5.5e-4)
+    fused_update(2000, seed=2)
+    assert lr() == pytest.approx(1e-4)  # past the schedule's last point: its last value
+
+
 @pytest.mark.parametrize("scale", [0.01, 100.0])  # below and above the clip
 def test_foreach_global_norm_clip_equals_rllibs(scale):
     from ray.rllib.utils.torch_utils import clip_gradients

@@ -116,6 +116,9 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
             for module_id, (step_stats, _) in stats.items():
                 self.metrics.log_dict({**{key: v for (mid, key), v in zip(means, values) if mid == module_id},
                                        "num_updates": len(step_stats)}, key=module_id, window=1)
+        # As RLlib's `Learner.update` does after its minibatch loop: an lr schedule moves to the
+        # env step count of this call (it applies from the next call on), and the lr is logged.
+        self.after_gradient_based_update(timesteps=timesteps or {})
         return self.metrics.reduce()
 
     def _step_context(self, module_id) -> tuple:
