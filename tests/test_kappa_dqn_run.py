@@ -8,6 +8,7 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
 from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
+from kappa_rllib.replay import unpack_array
 from kappa_rllib.schedule import iteration_end, num_iterations
 
 KAPPA, C_FA, T, PER_ITER = 0.9, 0.3, 2600, 400
@@ -79,7 +80,7 @@ def test_checkpoint_restores_kappa_state_and_replay(ray_local, tmp_path):
     buf, rbuf = algo.local_replay_buffer.get_state(), restored.local_replay_buffer.get_state()
     assert buf["size"] == rbuf["size"] == 800
     for key in buf["arrays"]:
-        np.testing.assert_array_equal(buf["arrays"][key], rbuf["arrays"][key])
+        np.testing.assert_array_equal(unpack_array(buf["arrays"][key]), unpack_array(rbuf["arrays"][key]))
     for mid in (DEFAULT_MODULE_ID, PHI_MODULE_ID):
         a, b = module_weights(algo, mid), module_weights(restored, mid)
         assert all(np.array_equal(a[k], b[k]) for k in a)

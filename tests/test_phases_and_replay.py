@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from kappa_rllib.phases import DONE, EVALUATION, IMPROVEMENT, KappaPhaseMachine
-from kappa_rllib.replay import UniformReplayBuffer
+from kappa_rllib.replay import UniformReplayBuffer, unpack_array
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
 
 
@@ -75,11 +75,39 @@ def test_replay_buffer_wraps_samples_and_restores():
         buf.add({"obs": np.arange(start, start + 3, dtype=np.float32)[:, None],
                  "rewards": np.arange(start, start + 3, dtype=np.float32)})
     assert len(buf) == 5
-    assert sorted(buf.get_state()["arrays"]["rewards"].tolist()) == [1, 2, 3, 4, 5]  # 0 overwritten
+    assert sorted(unpack_array(buf.get_state()["arrays"]["rewards"]).tolist()) == [1, 2, 3, 4, 5]  # 0 overwritten
     clone = UniformReplayBuffer(capacity=5)
     clone.set_state(buf.get_state())
     np.testing.assert_array_equal(clone.sample(64)["rewards"], buf.sample(64)["rewards"])
     assert set(buf.sample(200)["rewards"].tolist()) == {1, 2, 3, 4, 5}
+
+
+def test_replay_checkpoint_state_is_packed_and_old_states_still_load():
+    """A MinAtar-like replay (0/1 float32 channels) checkpoints LZ4-packed, >= 10x below its raw
+    size (100k transitions were ~310 MB a checkpoint before), restores exactly, and a state written
+    before packing (plain arrays) still loads."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    n = 2000
+    obs = (rng.random((n + 1, 10, 10, 4)) < 0.05).astype(np.float32)
+    batch = {"obs": obs[:-1], "new_obs": obs[1:], "actions": rng.integers(0, 3, n),
+             "rewards": (rng.random(n) < 0.1).astype(np.float32), "terminateds": np.zeros(n, bool)}
+    buf = UniformReplayBuffer(capacity=n, seed=1)
+    buf.add(batch)
+    state = buf.get_state()
+    raw = sum(v.nbytes for v in batch.values())
+    assert len(pickle.dumps(state)) * 10 < raw
+    clone = UniformReplayBuffer(capacity=n, seed=1)
+    clone.set_state(pickle.loads(pickle.dumps(state)))
+    for key, value in buf.transitions().items():
+        np.testing.assert_array_equal(clone.transitions()[key], value, err_msg=key)
+    old = dict(state, arrays={k: unpack_array(v) for k, v in state["arrays"].items()})
+    legacy = UniformReplayBuffer(capacity=n, seed=1)
+    legacy.set_state(old)
+    for key, value in buf.transitions().items():
+        np.testing.assert_array_equal(legacy.transitions()[key], value, err_msg=key)
+    np.testing.assert_array_equal(legacy.sample(64)["obs"], buf.sample(64)["obs"])
 
 
 def iteration_lengths(machine):
