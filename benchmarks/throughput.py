@@ -274,7 +274,7 @@ def w1_config(variant: str, kappa: float, total_steps: int, seed: int = 0):
 
 def run_to_done(config, learner_alone_calls: int = 0) -> tuple[float, dict]:
     """(env steps/s, last result) of a run to its end; with `learner_alone_calls`, the result also
-    holds `learner_alone_rate` (`learner_alone_rate`, measured after the run on its own replay)."""
+    holds `learner_alone_rate` (see `learner_alone_rate()`; timed after the run, on its own replay)."""
     algo = config.build_algo()
     start, result = time.perf_counter(), {}
     while not result.get("done"):
