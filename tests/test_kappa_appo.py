@@ -260,6 +260,31 @@ def test_two_learners_close_every_iteration_at_the_same_update_with_one_snapshot
     algo.stop()
 
 
+def test_two_learners_agree_on_a_close_when_their_updates_carry_different_counts(ray_local):
+    """RLlib drops an async update request for a learner whose queue is full, so the k-th updates of
+    two DDP learners can carry different env-step counts. At the update where only one learner's
+    count reaches an iteration's end, both close it (the largest count wins), with one snapshot."""
+    config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.5, total_env_steps=8 * 400)
+              .learners(num_learners=2, num_cpus_per_learner=0.5).resources(num_cpus_for_main_process=0.5))
+    algo = config.build_algo()
+    ends = [next(units for units in range(algo.phases.total_steps + 1) if algo.phases.iterations_ended_by(units) >= i)
+            for i in (1, 2)]
+    batch = config.total_train_batch_size
+    # Update 1: only learner 1 has reached the first end. Update 2: only learner 0 the second.
+    for update, (late, early) in enumerate([(1, 0), (0, 1)]):
+        end_steps = ends[update] * batch
+
+        def before_update(learner, late=late, end_steps=end_steps):
+            steps = end_steps if learner._rank == late else end_steps - 1
+            learner.before_gradient_based_update(timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: steps})
+            return learner.kappa_closings()
+
+        first, second = [r.get() for r in algo.learner_group.foreach_learner(before_update)]
+        assert [c[:2] for c in first] == [c[:2] for c in second] == [(i + 1, i + 1) for i in range(update + 1)]
+        assert first == second
+    algo.stop()
+
+
 def test_from_appo_keeps_the_appo_settings_and_adds_kappa():
     appo = (APPOConfig().environment("CartPole-v1").training(lr=1e-3, train_batch_size_per_learner=400, vf_loss_coeff=0.1)
             .env_runners(num_envs_per_env_runner=3).rl_module(model_config={"fcnet_hiddens": [32, 32]}))

@@ -16,7 +16,8 @@ APPO samples and learns asynchronously, so a kappa-iteration cannot end at an ex
     (in batches of train_batch_size); an iteration that overshoots leaves the next one shorter, so
     every end stays where the plan puts it, and the run ends once T batches were sampled;
   * every learner closes the same iteration before the first update whose batch was sent at or
-    after that count (the learner docstring), so with several learners all hold one snapshot.
+    after that count (on any learner: RLlib may drop a request for one learner only; the learner
+    docstring), so with several learners all hold one snapshot.
 `appo` on the command line is kappa-PI-APPO with kappa = 1: exactly APPO (tested).
 """
 

@@ -17,11 +17,15 @@ Which network is V_phi (kappa_rllib.algorithms.actor_critic):
   * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends.
 
 When a kappa-iteration ends is decided here too, from data, so that several learners agree: every
-update carries the env steps sampled when its batch was sent (`timesteps`), the same on every
-learner; the first update whose count reaches the end of a kappa-iteration (in the algorithm's
-phase machine, `set_kappa_schedule`) closes it before its gradient step. With torch DDP every
-learner holds the same weights after each update, so every learner takes the same snapshot at the
-same update (tested with 2 learners).
+update carries the env steps sampled when its batch was sent (`timesteps`); the first update whose
+count reaches the end of a kappa-iteration (in the algorithm's phase machine, `set_kappa_schedule`)
+closes it before its gradient step. With several learners the k-th updates of the learners need
+not carry the same count: RLlib's LearnerGroup drops an async request for a learner that already
+has `max_requests_in_flight_per_learner` in flight, while torch DDP still pairs every learner's k-th
+update. So before deciding, the learners agree on the largest count of their k-th updates (one
+all-reduce of one integer); with DDP every learner holds the same weights after each update, so
+every learner then takes the same snapshot at the same update (tested with 2 learners, including
+counts that differ between them).
 """
 
 from __future__ import annotations
@@ -117,7 +121,17 @@ class KappaAPPOTorchLearner(KappaValueLearnerMixin, APPOTorchLearner):
     def before_gradient_based_update(self, *, timesteps) -> None:
         super().before_gradient_based_update(timesteps=timesteps)
         self._kappa_updates += 1
-        self.close_kappa_iterations(int(timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0)))
+        self.close_kappa_iterations(self._agreed_env_steps(int(timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))))
+
+    def _agreed_env_steps(self, env_steps_sampled: int) -> int:
+        """The largest env-step count carried by this update on any learner (module docstring): all
+        learners call this once per update, in the order of their DDP updates."""
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()
+                and torch.distributed.get_world_size() > 1):
+            return env_steps_sampled
+        count = torch.tensor([env_steps_sampled], dtype=torch.int64, device=self._device)
+        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
+        return int(count.item())
 
     def close_kappa_iterations(self, env_steps_sampled: int) -> int:
         """Closes the kappa-iterations that end by `env_steps_sampled` and are still open (one
