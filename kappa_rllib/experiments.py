@@ -18,6 +18,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -164,9 +165,10 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             eta = grid.stop == SCHEDULE_STOP
             callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
         if resume and tune.Tuner.can_restore(path):
-            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
-                                       resume_unfinished=True,
-                                       resume_errored=True, restart_errored=False)
+            with _quiet_unstarted_trials():
+                tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
+                                           resume_unfinished=True,
+                                           resume_errored=True, restart_errored=False)
             local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
             if local is not None:
                 local.get_run_config().verbose, local.get_run_config().callbacks = verbose, callbacks
@@ -197,7 +199,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-        with _tune_output(new_engine=not compact):
+        with _tune_output(new_engine=not compact), _quiet_unstarted_trials():
             results[grid.name] = tuner.fit()
         if unfinished(results[grid.name]):  # stopped (Ctrl-C / SIGINT): the later grids do not start
             break
@@ -209,6 +211,30 @@ def unfinished(result_grid) -> int:
     stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
     reports as terminated. `--resume` continues them."""
     return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))
+
+
+class _UnstartedTrialsFilter(logging.Filter):
+    """Drops Tune's "Failed to fetch metrics for N trial(s)" warning when every trial it names has
+    no result file yet: the pending trials of a resumed or interrupted grid, not an error. Any
+    other fetch failure (a corrupt progress.csv, ...) is still printed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Failed to fetch metrics"):
+            return True
+        failures = message.splitlines()[1:]
+        return not (failures and all("FileNotFoundError" in line and "were not found" in line for line in failures))
+
+
+@contextlib.contextmanager
+def _quiet_unstarted_trials():
+    tune_logger = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    quiet = _UnstartedTrialsFilter()
+    tune_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        tune_logger.removeFilter(quiet)
 
 
 @contextlib.contextmanager

@@ -183,6 +183,8 @@ def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp
 
     out = run_tune(*args, "--resume")
     assert out.returncode == 0, out.stderr[-3000:]
+    # the trials that never started have no result file yet: Tune's warning about it is not shown
+    assert "Failed to fetch metrics" not in out.stderr + out.stdout
     after = _trial_results(folder)
     assert len(after) == 6  # 4 kappa-PI-DQN + 2 DQN trials, none lost, none duplicated
     for name, rows in after.items():
@@ -279,3 +281,20 @@ def test_ctrl_c_stops_the_grids_and_says_what_is_left_and_how_to_resume(tmp_path
     assert stopped.endswith(resume) and ", 0 failed, " in stopped, stopped
     assert not (folder / "dqn").exists()  # the later grid did not start
     # (that `--resume` then finishes every trial exactly once: the killed-driver test above)
+
+
+def test_only_the_warning_about_trials_without_results_is_hidden():
+    """Tune's "Failed to fetch metrics" warning is dropped when every trial it names merely has no
+    result file yet (pending trials); a trial whose results fail to load for any other reason keeps it."""
+    import logging
+
+    def shown(*failures):
+        record = logging.LogRecord("ray.tune.analysis.experiment_analysis", logging.WARNING, __file__, 1,
+                                   "Failed to fetch metrics for %d trial(s):\n%s", (len(failures), "\n".join(failures)),
+                                   None)
+        return experiments._UnstartedTrialsFilter().filter(record)
+
+    missing = "- T_00001: FileNotFoundError('Could not fetch metrics for T_00001: both result.json and progress.csv were not found at /x')"
+    corrupt = "- T_00002: ParserError('Error tokenizing data. C error: Expected 3 fields in line 7, saw 5')"
+    assert not shown(missing, missing)
+    assert shown(missing, corrupt) and shown(corrupt)
