@@ -261,8 +261,9 @@ def test_two_learners_close_every_iteration_at_the_same_update_with_one_snapshot
 
 
 def test_two_learners_agree_on_a_close_when_their_updates_carry_different_counts(ray_local):
-    """RLlib drops an async update request for a learner whose queue is full, so the k-th updates of
-    two DDP learners can carry different env-step counts. At the update where only one learner's
+    """RLlib drops an async update request for a learner that already has
+    `max_requests_in_flight_per_learner` in flight, so the k-th updates of two DDP learners can carry
+    different env-step counts. At the update where only one learner's
     count reaches an iteration's end, both close it (the largest count wins), with one snapshot."""
     config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.5, total_env_steps=8 * 400)
               .learners(num_learners=2, num_cpus_per_learner=0.5).resources(num_cpus_for_main_process=0.5))
@@ -271,11 +272,11 @@ def test_two_learners_agree_on_a_close_when_their_updates_carry_different_counts
             for i in (1, 2)]
     batch = config.total_train_batch_size
     # Update 1: only learner 1 has reached the first end. Update 2: only learner 0 the second.
-    for update, (late, early) in enumerate([(1, 0), (0, 1)]):
+    for update, reached in enumerate([1, 0]):  # the learner whose count reaches the end
         end_steps = ends[update] * batch
 
-        def before_update(learner, late=late, end_steps=end_steps):
-            steps = end_steps if learner._rank == late else end_steps - 1
+        def before_update(learner, reached=reached, end_steps=end_steps):
+            steps = end_steps if learner._rank == reached else end_steps - 1
             learner.before_gradient_based_update(timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: steps})
             return learner.kappa_closings()
 
