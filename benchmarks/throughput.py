@@ -476,6 +476,20 @@ def minimal_trpo_loop(iterations: int, seed: int = 0) -> float:
     return 1024 * iterations / (time.perf_counter() - start)
 
 
+def raw_env_step_rate(env_id: str = "Hopper-v5", steps: int = 20_000, seed: int = 0) -> float:
+    """gymnasium's own `env.step` alone (random actions drawn beforehand, resets included), one
+    process: the rate one core of env stepping could feed."""
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    actions = [env.action_space.sample() for _ in range(1000)]
+    start = time.perf_counter()
+    for i in range(steps):
+        _, _, terminated, truncated, _ = env.step(actions[i % 1000])
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
 def rllib_rate(config, iterations: int, runners: int) -> float:
     config = config.environment("Hopper-v5").env_runners(num_env_runners=runners).debugging(seed=0)
     algo = config.build_algo()
@@ -499,6 +513,8 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
     with PeakRSS() as mem:
         rate = minimal_trpo_loop(iterations)
     rows.append(("minimal TRPO loop", rate, "TRPO", mem.peak))
+    raw = raw_env_step_rate()
+    rows.append(("gymnasium Hopper-v5 env.step alone, one process", raw, "TRPO", mem.peak, "the env's own rate"))
     kappa = dict(kappa=0.84, c_fa=0.2, total_env_steps=2_000_000)
     runs = [("TRPO", TRPOConfig()), ("kappa-PI-TRPO", KappaPITRPOConfig().training(**kappa)),
             ("kappa-VI-TRPO", KappaVITRPOConfig().training(**kappa)),
@@ -654,14 +670,16 @@ def main(argv=None):
             args.steps, [int(n) for n in args.trials_per_gpu.split(",")], max(runners), args.device)
     ray.shutdown()
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
-    print(f"\n{'run':<72}{'env steps/s':>12}{'vs minimal':>12}{'peak PSS':>11}  notes")
+    raw_env = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("gymnasium")}
+    print(f"\n{'run':<72}{'env steps/s':>12}{'vs minimal':>12}{'vs env.step':>12}{'peak PSS':>11}  notes")
     for row in rows:
         if len(row) == 1:
             print(f"-- {row[0]}")
             continue
         name, rate, base, peak = row[:4]
         ratio = f"{rate / minimal[base]:.2f}" if base in minimal else "-"
-        print(f"{name:<72}{rate:>12.0f}{ratio:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
+        to_env = f"{rate / raw_env[base]:.2f}" if base in raw_env else "-"
+        print(f"{name:<72}{rate:>12.0f}{ratio:>12}{to_env:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
     if args.profile:  # after the table, so that a failure here loses none of it
         ray.init(address="local", num_cpus=max(2, max(runners) + 1), include_dashboard=False, log_to_driver=False)
         profile_atari(args.device, max(runners))

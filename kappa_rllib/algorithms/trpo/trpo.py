@@ -41,6 +41,7 @@ from kappa_rllib.schedule import validate_gamma
 _TRPO_SETTINGS = (
     "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
     "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample", "total_env_steps",
+    "numpy_actor",
 )
 
 
@@ -77,6 +78,10 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
         # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
         self.num_envs_per_env_runner = 4
+        # Act through a numpy copy of the policy's MLP where it is one (same distribution, its
+        # log-probabilities tested equal; kappa_rllib.mlp_policy): the EnvRunner's
+        # forward pass costs a fraction of RLlib's. False: RLlib's module and distribution classes.
+        self.numpy_actor = True
 
     def training(self, **kwargs):
         """RLlib's `.training(...)` plus the TRPO settings (keyword-only)."""

@@ -68,8 +68,17 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
             out[PHI_SHAPING_VALUES] = v_shaping[:-1]  # for the metric below, not recomputed
         return out
 
+    def value_targets(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> dict:
+        """V_theta to R_j; kappa-PI's V_phi to rho_j on every batch (or only on an iteration's
+        last, `phi_fit="iteration_end"`; Alg. 7, line 13), in the same fit."""
+        targets = super().value_targets(data)
+        plan = self.plan
+        if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
+            targets[PHI_MODULE_ID] = data[PHI_VALUE_TARGETS]
+        return targets
+
     def after_value_fit(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> None:
-        """V_phi's work on this batch; the kappa-iteration's closing copy if it is the last one."""
+        """The kappa-iteration's closing copy if this batch is its last."""
         plan = self.plan
         if plan.evaluates_phi:
             # how well the shaping network tracks the plain returns (too small: shaping ~ r)
@@ -78,8 +87,6 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
                  "v_phi_shaping_mean": data[PHI_SHAPING_VALUES].mean().item()},
                 key=PHI_MODULE_ID, window=1,
             )
-        if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
-            self.fit_values(PHI_MODULE_ID, data[Columns.OBS], data[PHI_VALUE_TARGETS])  # Alg. 7, line 13
         if end_of_kappa_iteration:
             if plan.evaluates_phi:
                 self._refresh_phi_snapshot()

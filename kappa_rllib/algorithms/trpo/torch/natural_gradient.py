@@ -67,3 +67,68 @@ def backtracking_line_search(
             return {"accepted": True, "line_search_steps": k + 1, "surrogate": surrogate, "kl": kl}
     set_flat(params, old)
     return {"accepted": False, "line_search_steps": max_backtracks, "surrogate": surrogate_before, "kl": 0.0}
+
+
+# ----------------------------------------------------------------- Fisher-vector products
+def kl_input_hessian(dist_cls, old_inputs: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """u -> H u row by row, H the Hessian of KL(p_old || p_z) in the distribution inputs z, at
+    z = z_old (`old_inputs`); None for a distribution without a closed form here.
+
+    The KL's gradient in z is 0 at z = z_old, so the Hessian of the mean KL in the parameters is
+    exactly the Gauss-Newton matrix (1/N) J^T H J, J = dz/dtheta (Martens 2020, Sec. 9):
+      diagonal Gaussian, z = [mean, log_std]: H = diag(exp(-2 log_std), 2)
+      categorical, z = logits:                H = diag(p) - p p^T,  p = softmax(z)
+    """
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical, TorchDiagGaussian
+
+    if isinstance(dist_cls, type) and issubclass(dist_cls, TorchDiagGaussian):
+        _, log_std = old_inputs.chunk(2, dim=-1)
+        h = torch.cat([torch.exp(-2.0 * log_std), torch.full_like(log_std, 2.0)], dim=-1)
+        return lambda u: h * u
+    if isinstance(dist_cls, type) and issubclass(dist_cls, TorchCategorical):
+        p = torch.softmax(old_inputs, dim=-1)
+        return lambda u: p * (u - (p * u).sum(-1, keepdim=True))
+    return None
+
+
+def fisher_vector_product(
+    params: Sequence[torch.Tensor],
+    old_inputs: torch.Tensor,
+    dist_cls,
+    damping: float,
+    *,
+    jacobian=None,
+    dist_inputs: Callable[[], torch.Tensor] | None = None,
+    mean_kl: Callable[[], torch.Tensor] | None = None,
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """v -> (F + damping I) v, F the Hessian of the mean KL(pi_old || pi_theta) at theta_old over
+    the rows of `old_inputs` (the old policy's distribution inputs).
+
+    The cheapest of three exact routes that applies:
+      1. `jacobian` (an `MLPJacobian` of the same rows) and a closed-form H: F v = J^T H J v / N,
+         both products in closed form, no autograd at all;
+      2. `dist_inputs()` (z of the rows, with a graph) and a closed-form H: the same product with
+         autograd: J v by the double-vjp trick, J^T u by one backward through the retained graph;
+      3. `mean_kl()` (with a graph): double backprop of the KL, the textbook route.
+    """
+    n = len(old_inputs)
+    hessian = kl_input_hessian(dist_cls, old_inputs)
+    if hessian is not None and jacobian is not None:
+        return lambda v: jacobian.vjp(hessian(jacobian.jvp(v))) / n + damping * v
+    if hessian is not None and dist_inputs is not None:
+        z = dist_inputs()
+        dummy = torch.zeros_like(z, requires_grad=True)
+        # J^T dummy with a graph: its gradient in `dummy` along v is J v (the double-vjp trick)
+        jt_dummy = torch.cat([g.reshape(-1) for g in torch.autograd.grad(z, params, dummy, create_graph=True)])
+
+        def gauss_newton(v):
+            jv = torch.autograd.grad(jt_dummy @ v, dummy, retain_graph=True)[0]
+            return flat_grad(z, params, grad_outputs=hessian(jv), retain_graph=True) / n + damping * v
+
+        return gauss_newton
+
+    def double_backprop(v):
+        grad_kl = flat_grad(mean_kl(), params, create_graph=True)
+        return flat_grad(grad_kl @ v, params) + damping * v
+
+    return double_backprop

@@ -18,11 +18,14 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import ENTROPY_KEY, VF_LOSS_KEY
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 
+from kappa_rllib.mlp_policy import MLPJacobian, policy_chain
 from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
     backtracking_line_search,
     conjugate_gradient,
+    fisher_vector_product,
     flat_grad,
 )
 from kappa_rllib.env_runner import split_segments
@@ -33,6 +36,15 @@ VALUE_OPTIMIZER = "value"
 
 def policy_parameters(module) -> list[torch.nn.Parameter]:
     return list(module.encoder.actor_encoder.parameters()) + list(module.pi.parameters())
+
+
+def actor_dist_inputs(module, obs: torch.Tensor) -> torch.Tensor:
+    """The policy's action-distribution inputs for `obs`, through the actor alone where the module
+    has a separate one (RLlib's `forward_train` also runs the critic encoder, unused here)."""
+    encoder = getattr(module.encoder, "actor_encoder", None)
+    if encoder is None:
+        return module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+    return module.pi(encoder({Columns.OBS: obs})[ENCODER_OUT])
 
 
 def value_parameters(module) -> list[torch.nn.Parameter]:
@@ -60,7 +72,8 @@ class TRPOTorchLearner(TorchLearner):
         self.register_optimizer(
             module_id=module_id,
             optimizer_name=VALUE_OPTIMIZER,
-            optimizer=torch.optim.Adam(params),
+            # torch's fused Adam kernel: the same update rule, without a Python loop over tensors
+            optimizer=torch.optim.Adam(params, fused=True),
             params=params,
             lr_or_lr_schedule=config.vf_lr,
         )
@@ -78,13 +91,22 @@ class TRPOTorchLearner(TorchLearner):
         """
         training_data.solve_refs()
         data = self.build_train_data(split_segments(training_data.batch.policy_batches[DEFAULT_MODULE_ID]))
-        self.policy_step(data)
-        self.fit_values(DEFAULT_MODULE_ID, data[Columns.OBS], data[Columns.VALUE_TARGETS])
-        self.after_value_fit(data, **kwargs)
+        self.train_on(data, **kwargs)
         return self.metrics.reduce()
 
+    def train_on(self, data: dict, **kwargs) -> None:
+        """One TRPO iteration on a built batch: the policy step, the value fits, `after_value_fit`."""
+        self.policy_step(data)
+        self.fit_values(self.value_targets(data, **kwargs), data[Columns.OBS])
+        self.after_value_fit(data, **kwargs)
+
+    def value_targets(self, data: dict, **kwargs) -> dict[str, torch.Tensor]:
+        """The value nets fitted on this batch, each with its targets. TRPO: V to its returns."""
+        return {DEFAULT_MODULE_ID: data[Columns.VALUE_TARGETS]}
+
     def after_value_fit(self, data: dict, **kwargs) -> None:
-        """Hook for more work on the same batch (kappa-TRPO: V_phi). TRPO: nothing."""
+        """Hook for more work on the same batch after the fits (kappa-TRPO: closing a
+        kappa-iteration). TRPO: nothing."""
 
     def value_module_ids(self) -> list[str]:
         """Modules whose value function `advantages_and_targets` reads."""
@@ -140,13 +162,13 @@ class TRPOTorchLearner(TorchLearner):
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
 
         with torch.no_grad():
-            old_inputs = module.forward_train({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+            old_inputs = actor_dist_inputs(module, obs)
             old_dist = dist_cls.from_logits(old_inputs)
             old_logp = old_dist.logp(actions)
 
         def surrogate_kl_entropy(rows=slice(None)):
             o, a = obs[rows], actions[rows]
-            dist = dist_cls.from_logits(module.forward_train({Columns.OBS: o})[Columns.ACTION_DIST_INPUTS])
+            dist = dist_cls.from_logits(actor_dist_inputs(module, o))
             entropy = dist.entropy().mean()
             surrogate = (torch.exp(dist.logp(a) - old_logp[rows]) * adv[rows]).mean() + cfg.entropy_coeff * entropy
             old = old_dist if rows == slice(None) else dist_cls.from_logits(old_inputs[rows])
@@ -154,16 +176,19 @@ class TRPOTorchLearner(TorchLearner):
 
         surrogate, _, entropy = surrogate_kl_entropy()
         g = flat_grad(surrogate, params)
-        # Fisher-vector products on every `fvp_subsample`-th sample (1: all; the authors' code: 5)
+        # Fisher-vector products on every `fvp_subsample`-th sample (1: all; the authors' code: 5),
+        # in closed form where the policy allows (natural_gradient.fisher_vector_product)
         fvp_rows = slice(None, None, cfg.fvp_subsample) if cfg.fvp_subsample > 1 else slice(None)
+        chain = policy_chain(module, dist_cls)
+        fvp = fisher_vector_product(
+            params, old_inputs[fvp_rows], dist_cls, cfg.cg_damping,
+            jacobian=MLPJacobian(chain, params, obs[fvp_rows]) if chain is not None else None,
+            dist_inputs=lambda: actor_dist_inputs(module, obs[fvp_rows]),
+            mean_kl=lambda: surrogate_kl_entropy(fvp_rows)[1],
+        )
 
-        def fisher_vector_product(v):
-            _, kl, _ = surrogate_kl_entropy(fvp_rows)
-            grad_kl = flat_grad(kl, params, create_graph=True)
-            return flat_grad(grad_kl @ v, params) + cfg.cg_damping * v
-
-        step_dir = conjugate_gradient(fisher_vector_product, g, cfg.cg_iters)
-        shs = step_dir @ fisher_vector_product(step_dir)  # x^T F x
+        step_dir = conjugate_gradient(fvp, g, cfg.cg_iters)
+        shs = step_dir @ fvp(step_dir)  # x^T F x
         full_step = torch.sqrt(2 * cfg.max_kl / (shs + 1e-12)) * step_dir
 
         def evaluate():
@@ -191,24 +216,38 @@ class TRPOTorchLearner(TorchLearner):
         values = self.module[module_id].unwrapped().compute_values({Columns.OBS: batch[Columns.OBS]})
         return torch.mean((values - batch[Columns.VALUE_TARGETS]) ** 2)
 
-    def fit_values(self, module_id: str, obs: torch.Tensor, targets: torch.Tensor) -> float:
-        """Adam on the value net: `vf_epochs` passes of shuffled minibatches of `vf_minibatch_size`."""
+    def fit_values(self, targets: dict[str, torch.Tensor], obs: torch.Tensor) -> dict[str, float]:
+        """Adam on each value net in `targets` (module id -> its regression targets on `obs`):
+        `vf_epochs` passes of the same shuffled minibatches of `vf_minibatch_size` for all of them.
+
+        The nets share no parameter, so one backward pass of the summed losses gives each net
+        exactly the gradient of its own loss: fitting V_theta and V_phi together is fitting each
+        alone on these minibatches, at one autograd call per minibatch instead of one per net.
+        Returns (and logs) each net's mean loss over the last epoch."""
         cfg = self.config
-        optimizer = self.get_optimizer(module_id, VALUE_OPTIMIZER)
-        losses = []
+        ids = list(targets)
+        modules = [self.module[mid].unwrapped() for mid in ids]
+        optimizers = [self.get_optimizer(mid, VALUE_OPTIMIZER) for mid in ids]
         for _ in range(cfg.vf_epochs):
             perm = self._tensor(self._rng.permutation(len(obs)))
-            losses = []
+            epoch_losses = []
             for start in range(0, len(obs), cfg.vf_minibatch_size):
                 idx = perm[start : start + cfg.vf_minibatch_size]
-                loss = self.compute_loss_for_module(
-                    module_id=module_id, config=cfg,
-                    batch={Columns.OBS: obs[idx], Columns.VALUE_TARGETS: targets[idx]}, fwd_out={},
-                )
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-        value_loss = float(np.mean(losses))
-        self.metrics.log_value((module_id, VF_LOSS_KEY), value_loss, window=1)
-        return value_loss
+                batch = {Columns.OBS: obs[idx]}
+                losses = torch.stack([
+                    self.compute_loss_for_module(
+                        module_id=mid, config=cfg, fwd_out={},
+                        batch={**batch, Columns.VALUE_TARGETS: targets[mid][idx]},
+                    )
+                    for mid, module in zip(ids, modules)
+                ])
+                for optimizer in optimizers:
+                    optimizer.zero_grad()
+                losses.sum().backward()
+                for optimizer in optimizers:
+                    optimizer.step()
+                epoch_losses.append(losses.detach())
+        means = dict(zip(ids, torch.stack(epoch_losses).mean(0).tolist()))  # one read, after the fits
+        for mid, loss in means.items():
+            self.metrics.log_value((mid, VF_LOSS_KEY), loss, window=1)
+        return means
