@@ -603,6 +603,59 @@ def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device
     return rows
 
 
+def workload_graphs(device: str, updates: int = 64, calls: int = 5) -> list[tuple]:
+    """kappa-PI-DQN's learner alone on Atari-shaped minibatches (the Atari preset's Nature CNN,
+    batch 32, uint8 frames), eager and as CUDA graphs: per gradient step, the host's kernel
+    launches (CUDA runtime launch calls, graph launches included, counted by torch.profiler) and
+    the wall time of a fused call of `updates` steps (one target pass, as in an improvement phase).
+    Rows are gradient steps/s."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    from kappa_rllib.envs import make_env
+
+    rng = np.random.default_rng(0)
+    n = updates * 32
+    frames = lambda: rng.integers(0, 256, size=(n, 84, 84, 4), dtype=np.uint8)  # noqa: E731
+    batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch({
+        "obs": frames(), "new_obs": frames(), "actions": rng.integers(0, 4, size=n),
+        "rewards": rng.choice([0.0, 1.0], size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
+    })}, env_steps=n)
+    program = {"runs": [(DEFAULT_MODULE_ID, updates, [])], "minibatch_size": 32}
+    rows = Rows()
+    for graphs in (False, True):
+        config = preset_config("pi", ATARI["kappa"], ATARI["env"], 10_000_000).training(cuda_graphs=graphs)
+        if device.startswith("cuda"):
+            config.learners(num_gpus_per_learner=1)
+        learner = config.build_learner(env=make_env(ATARI["env"]))
+        call = lambda: learner.update(training_data=TrainingData(batch=batch), fused_update=program)  # noqa: E731
+        call()  # capture (graphs) and warm-up
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        sync()
+        rate = calls * updates / (time.perf_counter() - start)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+        with profile(activities=activities) as prof:
+            call()
+            sync()
+        launches = sum(e.count for e in prof.key_averages()
+                       if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+                                    "cudaGraphLaunch", "cudaMemcpyAsync"))
+        layout = sum(e.count for e in prof.key_averages() if "nchwToNhwc" in e.key or "nhwcToNchw" in e.key)
+        label = "CUDA graph" if graphs else "eager"
+        rows.append((f"kappa-PI-DQN learner alone, {label}, {device} (gradient steps/s)", rate, "graphs", 0,
+                     f"{launches / updates:.1f} launches per step; {layout} layout conversions in {updates} steps; "
+                     f"graph off: {learner._graph_off}"))
+        del learner
+    return rows
+
+
 def profile_atari(device: str, runners: int, iterations: int = 3) -> None:
     """torch.profiler over `iterations` training iterations of kappa-PI-DQN on Atari (learning
     already started), printed as the ops that take the most device (or CPU) time."""
@@ -632,7 +685,7 @@ def profile_atari(device: str, runners: int, iterations: int = 3) -> None:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari, packing")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari, graphs, packing")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0",
@@ -665,6 +718,8 @@ def main(argv=None):
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay,
                                               [int(n) for n in args.env_runners.split(",")], args.device,
                                               tuple(args.atari_algos.split(",")))
+    if "graphs" in workloads:
+        rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:
         rows += [("Packing (Atari, kappa-PI-DQN)",)] + workload_packing(
             args.steps, [int(n) for n in args.trials_per_gpu.split(",")], max(runners), args.device)

@@ -89,6 +89,11 @@ def collect_env_steps(algorithm) -> list[dict]:
     return _segments_and_metrics(algorithm, [r for _, r in ready])
 
 
+def drop_env_steps(algorithm) -> None:
+    """Waits for the sampling started by `submit_env_steps` and discards it, metrics included."""
+    algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)
+
+
 def _sample_one(env_runner, num_steps: int, global_env_steps: int):
     if num_steps == 0:
         return [], env_runner.get_metrics()

@@ -94,6 +94,9 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         # With remote EnvRunners: sample the next chunk while the learner updates on this one
         # (policy lag <= 2 x env_steps_per_sample).
         self.overlap_sampling = True
+        # On a GPU: each gradient step replayed as a CUDA graph (one launch instead of ~78 for the
+        # Nature CNN); settings a graph cannot hold run eagerly (torch/gradient_step.py).
+        self.cuda_graphs = True
         self.env_runner_cls = RawTransitionEnvRunner
         # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
         # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
@@ -115,7 +118,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
 
     def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None, env_steps_per_sample=None,
                  updates_per_learner_call=None, overlap_sampling=None, checkpoint_replay_buffer=None, v_phi_source=None,
-                 episodic_life=None, **kwargs):
+                 episodic_life=None, cuda_graphs=None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
         self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
         super().training(**kwargs)
@@ -128,6 +131,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             checkpoint_replay_buffer=checkpoint_replay_buffer,
             v_phi_source=v_phi_source,
             episodic_life=episodic_life,
+            cuda_graphs=cuda_graphs,
         ))
         return self
 

@@ -34,14 +34,21 @@ from kappa_rllib.algorithms.config_mixins import (
     check_positive,
 )
 from kappa_rllib.checkpoints import ManifestMixin
-from kappa_rllib.algorithms.sampling import report_runtime, sample_env_steps, sync_env_runner_weights
+from kappa_rllib.algorithms.sampling import (
+    collect_env_steps,
+    drop_env_steps,
+    report_runtime,
+    sample_env_steps,
+    submit_env_steps,
+    sync_env_runner_weights,
+)
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
 from kappa_rllib.schedule import validate_gamma
 
 _TRPO_SETTINGS = (
     "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
     "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample", "total_env_steps",
-    "numpy_actor",
+    "numpy_actor", "overlap_sampling",
 )
 
 
@@ -82,6 +89,9 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # log-probabilities tested equal; kappa_rllib.mlp_policy): the EnvRunner's
         # forward pass costs a fraction of RLlib's. False: RLlib's module and distribution classes.
         self.numpy_actor = True
+        # With remote EnvRunners: sample the next batch while the learner fits the value nets on
+        # this one (exact: no policy lag; see TRPO._trpo_iteration).
+        self.overlap_sampling = True
 
     def training(self, **kwargs):
         """RLlib's `.training(...)` plus the TRPO settings (keyword-only)."""
@@ -158,15 +168,43 @@ class TRPO(ManifestMixin, Algorithm):
     def _trpo_iteration(self, num_env_steps: int, **learner_kwargs) -> int:
         """Sample one batch, one TRPO update, new weights to the EnvRunners; returns steps sampled.
 
-        `learner_kwargs` reach the learner's `after_value_fit` with this batch.
+        `learner_kwargs` reach the learner's `value_targets` and `after_value_fit` with this batch.
+
+        With remote EnvRunners and `overlap_sampling`, the update is split in two learner calls
+        around the weight sync: the policy step, then (while the runners already sample the next
+        batch with the new policy) the value fits. This is exact, not an approximation with policy
+        lag: sampling reads only the policy, which the policy step has already moved; the value
+        fits read only this batch; and V is next read when the next batch's advantages are built,
+        after the fits have finished. Every batch is sampled by the policy it then updates.
         """
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-        columns = segment_transitions(sample_env_steps(self, num_env_steps, global_env_steps=lifetime))
+        if self.__dict__.get("_prefetching"):  # the batch the runners sampled during the last value fits
+            self._prefetching = False
+            segments = collect_env_steps(self)
+        else:
+            segments = sample_env_steps(self, num_env_steps, global_env_steps=lifetime)
+        columns = segment_transitions(segments)
         steps = len(columns[Columns.REWARDS])
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
+        batches = self.config.total_env_steps // self.config.train_batch_size
+        overlap = (self.config.overlap_sampling and self.env_runner_group.num_remote_workers() > 0
+                   and lifetime + steps < batches * self.config.train_batch_size)  # a next batch is due
         results = self.learner_group.update(
-            batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, **learner_kwargs
+            batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, defer_value_fits=overlap,
+            **learner_kwargs,
         )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
         sync_env_runner_weights(self)
+        if overlap:
+            submit_env_steps(self, num_env_steps, global_env_steps=lifetime + steps)
+            self._prefetching = True
+            results = self.learner_group.foreach_learner(lambda learner: learner.deferred_value_fits())
+            self.metrics.aggregate([r.get() for r in results], key=LEARNER_RESULTS)
         return steps
+
+    def set_state(self, state) -> None:
+        # A batch sampled ahead was sampled by the weights being replaced: drop it, unread.
+        if self.__dict__.get("_prefetching"):
+            self._prefetching = False
+            drop_env_steps(self)
+        super().set_state(state)

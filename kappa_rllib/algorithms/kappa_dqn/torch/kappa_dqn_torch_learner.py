@@ -8,6 +8,8 @@ the networks exactly as they are at this gradient step, and the replay buffer ke
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 from torch import nn
@@ -22,9 +24,15 @@ from ray.rllib.algorithms.dqn.dqn_learner import (
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.torch.torch_learner import TorchLearner
-from ray.rllib.utils.torch_utils import clip_gradients
 
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import KappaDQNLearner
+from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import (  # noqa: F401  (clip_by_global_norm_: tests)
+    STAT_KEYS,
+    GraphedTDStep,
+    clip_by_global_norm_,
+    eager_td_step,
+    graph_unsupported_reason,
+)
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
 from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
 
@@ -48,23 +56,42 @@ def learning_rewards(config, rewards: torch.Tensor) -> torch.Tensor:
     return rewards
 
 
-def clip_by_global_norm_(grads: list, grad_clip: float) -> None:
-    """RLlib's `clip_gradients(..., grad_clip_by="global_norm")`, same formula, in three foreach
-    kernels instead of a Python loop over the tensors (one of the hot spots of a small network's
-    update): g <- g * min(1, clip / max(||g||_global + 1e-6, clip))."""
-    norms = torch.stack(torch._foreach_norm(grads)).nan_to_num(neginf=-10e8, posinf=10e8)
-    total = torch.linalg.vector_norm(norms).nan_to_num(neginf=-10e8, posinf=10e8)
-    coeff = torch.clamp(grad_clip / torch.clamp(total + 1e-6, min=grad_clip), max=1.0)
-    torch._foreach_mul_(grads, coeff)
-
-
 class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
+    def build(self) -> None:
+        super().build()
+        self._graphs = {}  # module id -> GraphedTDStep (gradient_step.py), captured on first use
+        self._graph_off = graph_unsupported_reason(self.config, self._device)
+        if self._device.type == "cuda":
+            # Channels-last conv weights: RLlib's CNN permutes the (N, H, W, C) frames to NCHW as a
+            # view, which is channels-last in memory; with weights in the same layout cuDNN runs its
+            # NHWC kernels on them directly, with no layout conversion on the device.
+            for module_id in self.module.keys():
+                self.module[module_id].unwrapped().to(memory_format=torch.channels_last)
+
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         """RLlib's Adam (lr from `config.lr`, a schedule allowed), as torch's fused kernel: one
-        kernel for all parameters instead of a Python loop over them (same update rule)."""
+        kernel for all parameters instead of a Python loop over them (same update rule); on a GPU
+        `capturable`, its step count on the device, so a CUDA graph can hold it."""
         params = self.get_parameters(self._module[module_id])
-        self.register_optimizer(module_id=module_id, optimizer=torch.optim.Adam(params, fused=True),
-                                params=params, lr_or_lr_schedule=config.lr)
+        optimizer = torch.optim.Adam(params, fused=True, capturable=self._device.type == "cuda")
+        self.register_optimizer(module_id=module_id, optimizer=optimizer, params=params, lr_or_lr_schedule=config.lr)
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        self._graphs = {}  # the optimizer state may be new tensors: capture again
+
+    def _gradient_step(self, module_id, context, obs, actions, target):
+        """The callable that runs one gradient step of `module_id`: its CUDA graph where the
+        settings allow (captured on first use, again when the lr or the minibatch shape moves),
+        else the eager step."""
+        if self._graph_off is not None:
+            return partial(eager_td_step, self, context)
+        graph = self._graphs.get(module_id)
+        shapes = (obs.shape, obs.dtype, actions.shape, actions.dtype, target.shape)
+        if graph is None or graph.shapes != shapes or not graph.still_valid(context[2]):
+            graph = self._graphs[module_id] = GraphedTDStep(self, context, obs, actions, target)
+            graph.shapes = shapes
+        return graph
 
     # ----- the fused update: K gradient steps in one call
     def update(self, *, training_data=None, timesteps=None, fused_update=None, **kwargs):
@@ -134,7 +161,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
     def _fused_run(self, module_id, context, tensors, k, size, target_syncs, step_stats, target_stats) -> None:
         """`k` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
         update counts in `target_syncs`; appends each step's and each target pass's statistics."""
-        config, module, optimizer, params, global_norm_clip = context
+        config = context[0]
         if self.targets_fixed_between_syncs(module_id, config):  # one target pass per stretch of updates
             ends = sorted({j for j in target_syncs if 0 < j < k} | {k})
         else:  # a target pass before every update
@@ -144,22 +171,14 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
             rows = {c: t[start * size : end * size] for c, t in tensors.items()}
             targets, extra = self.td_target(module_id, config, rows)
             target_stats.append((end - start, extra))
+            step = None
             for j in range(start, end):
                 batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
                 target = targets[(j - start) * size : (j - start + 1) * size]
-                q = module.compute_q_values({Columns.OBS: batch[Columns.OBS]})[QF_PREDS]
-                loss, stats = self.td_loss(config, q, batch[Columns.ACTIONS], target)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if global_norm_clip:
-                    clip_by_global_norm_([p.grad for p in params if p.grad is not None], config.grad_clip)
-                elif config.grad_clip is not None:
-                    grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
-                    clip_gradients(grads, grad_clip=config.grad_clip, grad_clip_by=config.grad_clip_by)
-                    for i, grad in grads.items():  # "value" clipping returns new tensors
-                        params[i].grad = grad
-                optimizer.step()
-                step_stats.append(stats)
+                if step is None:
+                    step = self._gradient_step(module_id, context, batch[Columns.OBS], batch[Columns.ACTIONS], target)
+                stats = step(batch[Columns.OBS], batch[Columns.ACTIONS], target)
+                step_stats.append(dict(zip(STAT_KEYS, stats)))
             if end in target_syncs:
                 self.sync_target_network(module_id)
             start = end

@@ -83,20 +83,37 @@ class TRPOTorchLearner(TorchLearner):
         return [ValueFunctionAPI]
 
     # ----- one TRPO iteration
-    def update(self, *, training_data=None, timesteps=None, **kwargs):
-        """One sample batch: targets, the policy step, the V_theta fit, then `after_value_fit`.
+    def update(self, *, training_data=None, timesteps=None, defer_value_fits=False, **kwargs):
+        """One sample batch: targets, the policy step, the value fits, then `after_value_fit`.
 
-        Keyword arguments of `LearnerGroup.update(...)` reach `after_value_fit`, so data and
-        flags for this batch travel with the call (nothing is left on the learner for later).
+        Keyword arguments of `LearnerGroup.update(...)` reach `value_targets` and `after_value_fit`,
+        so data and flags for this batch travel with the call. With `defer_value_fits` the call
+        ends after the policy step and the value work waits for `deferred_value_fits()`, which the
+        algorithm calls next in the same iteration (TRPO._trpo_iteration: the EnvRunners sample
+        with the new policy meanwhile).
         """
         training_data.solve_refs()
         data = self.build_train_data(split_segments(training_data.batch.policy_batches[DEFAULT_MODULE_ID]))
-        self.train_on(data, **kwargs)
+        self.policy_step(data)
+        if defer_value_fits:
+            self._deferred = (data, kwargs)
+        else:
+            self.value_fits(data, **kwargs)
+        return self.metrics.reduce()
+
+    def deferred_value_fits(self) -> dict:
+        """The value work of the batch whose update deferred it; returns the learner's metrics."""
+        data, kwargs = self.__dict__.pop("_deferred")
+        self.value_fits(data, **kwargs)
         return self.metrics.reduce()
 
     def train_on(self, data: dict, **kwargs) -> None:
-        """One TRPO iteration on a built batch: the policy step, the value fits, `after_value_fit`."""
+        """One TRPO iteration on a built batch: the policy step, then `value_fits`."""
         self.policy_step(data)
+        self.value_fits(data, **kwargs)
+
+    def value_fits(self, data: dict, **kwargs) -> None:
+        """The value nets' fits on a batch (`value_targets`), then `after_value_fit`."""
         self.fit_values(self.value_targets(data, **kwargs), data[Columns.OBS])
         self.after_value_fit(data, **kwargs)
 

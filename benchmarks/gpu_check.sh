@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The GPU checks of kappa-DQN's CUDA-graph learner step, as one script for a machine with a CUDA GPU
+# and Python 3.12 + torch but no package index (how the README's "Atari on a GPU" figures were made):
+#   1. the CUDA-graph tests (graph-replayed updates equal eager ones; restore captures again);
+#   2. the learner alone, eager and graphed: gradient steps/s and kernel launches per step;
+#   3. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops;
+#   4. four kappa-PI-DQN trials sharing the GPU (tune --gpus-per-trial 0.25).
+# Build the dependency bundle first, where pip works (in the checkout):
+#   bash path/to/site-bundle.sh .devrun/site312.tar.xz
+# then run this from the checkout on the GPU machine; logs go to $OUT (default /tmp/gpu_check).
+# Steps: `STEPS=5000` env steps after learning starts per Atari row.
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu_check}
+STEPS=${STEPS:-5000}
+mkdir -p "$OUT" /tmp/site
+[[ -f .devrun/site312.tar.xz ]] && tar -xJf .devrun/site312.tar.xz -C /tmp/site
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
+python3 -m pytest tests/test_cuda_graphs.py -v -o addopts="" -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
+python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 2>&1 \
+  | grep -v "WARNING\|USDT" | tee "$OUT/graphs.txt"
+python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda --torch-threads 4 2>&1 \
+  | grep -v "WARNING\|USDT" | tee "$OUT/atari.txt"
+python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 --trials-per-gpu 4 --device cuda \
+  --torch-threads 4 2>&1 | grep -v "WARNING\|USDT" | tee "$OUT/packing.txt"
