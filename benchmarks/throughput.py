@@ -520,7 +520,7 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
             ("kappa-VI-TRPO", KappaVITRPOConfig().training(**kappa)),
             ("stock RLlib PPO", PPOConfig().training(train_batch_size_per_learner=1024))]
     for name, config in runs:
-        for runners in (env_runners if name == "TRPO" else [0]):
+        for runners in (env_runners if "PPO" not in name else [0]):
             with PeakRSS() as mem:
                 rate = rllib_rate(config.copy(copy_frozen=False), iterations, runners)
             label = f"kappa-rllib {name}" if "PPO" not in name else name
