@@ -292,3 +292,35 @@ def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
     assert chunked["iteration"] == NAIVE_T and chunked["theta_updates"] == 70 and chunked["phi_updates"] == 69
     assert chunked["phi_updates_at_last_target_sync"] == 60 and chunked["last_theta_target_sync"] == 280
     assert small_lag == 4 and lag == 64 + 36
+
+
+def test_kappa_vi_with_the_authors_v_phi_shapes_with_the_latest_copy(ray_local):
+    """kappa-VI with `v_phi_source="authors"` reads V_phi from Q'_phi: every phi <- theta must reach
+    it (it once stayed at its initial weights for the whole run). After the run, Q'_phi holds the
+    online Q_theta of the last iteration's end, which the learner's V_phi then reads."""
+    algo = short_config(KappaVIDQNConfig).training(v_phi_source="authors").build_algo()
+    learner = algo.learner_group._learner
+    phi = learner.module[PHI_MODULE_ID].unwrapped()
+    initial = [p.detach().clone() for _, target in phi.get_target_network_pairs() for p in target.parameters()]
+    copies = []
+    original = learner.copy_theta_to_phi
+
+    def recording():
+        original()
+        theta = learner.module[DEFAULT_MODULE_ID].unwrapped()
+        copies.append([p.detach().clone() for net, _ in theta.get_target_network_pairs() for p in net.parameters()])
+
+    learner.copy_theta_to_phi = recording
+    train_to_done(algo)
+    assert len(copies) >= 2
+    final_target = [p.detach() for _, target in phi.get_target_network_pairs() for p in target.parameters()]
+    assert not all(torch.equal(a, b) for a, b in zip(final_target, initial))
+    assert all(torch.equal(a, b) for a, b in zip(final_target, copies[-1]))
+    # and the shaped V_phi reads it: Q'_phi at the online Q_theta's greedy action
+    obs = torch.randn(6, 4)
+    q_theta = learner.module[DEFAULT_MODULE_ID].unwrapped().compute_q_values({"obs": obs})["qf_preds"]
+    v_phi = learner.v_phi(learner.config.get_config_for_module(DEFAULT_MODULE_ID), obs, None)
+    with torch.no_grad():
+        expected = phi.forward_target({"obs": obs})["qf_preds"].gather(-1, q_theta.argmax(-1, keepdim=True)).squeeze(-1)
+    torch.testing.assert_close(v_phi, expected)
+    algo.stop()

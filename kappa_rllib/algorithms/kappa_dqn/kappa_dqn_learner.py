@@ -34,11 +34,17 @@ class KappaDQNLearner(Learner):
             update_target_network(main_net=main_net, target_net=target_net, tau=tau)
 
     def copy_theta_to_phi(self) -> None:
-        """kappa-VI-DQN (Algorithm 6, line 13): phi <- theta at the end of an iteration."""
+        """kappa-VI-DQN (Algorithm 6, line 13): phi <- theta at the end of an iteration, into Q_phi
+        and its target Q'_phi alike. The paper's V_phi reads Q_phi; the authors' V_phi reads Q'_phi
+        (`v_phi_source="authors"`): in their kappa-VI code (deepq_kvi/build_graph.py,
+        `update_target_phi`) the network behind V_phi *is* a target copy of the online Q_theta,
+        refreshed at each iteration's end. Q_phi never trains in kappa-VI, so both stay equal."""
         theta = self.module[DEFAULT_MODULE_ID].unwrapped().get_target_network_pairs()
         phi = self.module[PHI_MODULE_ID].unwrapped().get_target_network_pairs()
-        for (theta_net, _), (phi_net, _) in zip(theta, phi):
-            phi_net.load_state_dict(theta_net.state_dict())
+        for (theta_net, _), (phi_net, phi_target) in zip(theta, phi):
+            state = theta_net.state_dict()
+            phi_net.load_state_dict(state)
+            phi_target.load_state_dict(state)
 
     @classmethod
     def rl_module_required_apis(cls) -> list[type]:
