@@ -153,6 +153,10 @@ class TRPO(ManifestMixin, Algorithm):
     def get_default_config(cls):
         return TRPOConfig()
 
+    def setup(self, config) -> None:
+        super().setup(config)
+        self._prefetching = False  # the remote EnvRunners are sampling the next batch (overlap_sampling)
+
     def training_step(self) -> None:
         self._trpo_iteration(self.config.train_batch_size)
 
@@ -178,7 +182,7 @@ class TRPO(ManifestMixin, Algorithm):
         after the fits have finished. Every batch is sampled by the policy it then updates.
         """
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-        if self.__dict__.get("_prefetching"):  # the batch the runners sampled during the last value fits
+        if self._prefetching:  # the batch the runners sampled during the last value fits
             self._prefetching = False
             segments = collect_env_steps(self)
         else:
@@ -204,7 +208,7 @@ class TRPO(ManifestMixin, Algorithm):
 
     def set_state(self, state) -> None:
         # A batch sampled ahead was sampled by the weights being replaced: drop it, unread.
-        if self.__dict__.get("_prefetching"):
+        if self._prefetching:
             self._prefetching = False
             drop_env_steps(self)
         super().set_state(state)

@@ -65,6 +65,7 @@ class TRPOTorchLearner(TorchLearner):
     def build(self) -> None:
         super().build()
         self._rng = np.random.default_rng(self.config.seed)
+        self._deferred_value_work = None  # (batch data, update kwargs) between the two calls of an overlapped update
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self.module[module_id].unwrapped()
@@ -94,16 +95,16 @@ class TRPOTorchLearner(TorchLearner):
         """
         training_data.solve_refs()
         data = self.build_train_data(split_segments(training_data.batch.policy_batches[DEFAULT_MODULE_ID]))
-        self.policy_step(data)
         if defer_value_fits:
-            self._deferred = (data, kwargs)
+            self.policy_step(data)
+            self._deferred_value_work = (data, kwargs)
         else:
-            self.value_fits(data, **kwargs)
+            self.train_on(data, **kwargs)
         return self.metrics.reduce()
 
     def deferred_value_fits(self) -> dict:
         """The value work of the batch whose update deferred it; returns the learner's metrics."""
-        data, kwargs = self.__dict__.pop("_deferred")
+        (data, kwargs), self._deferred_value_work = self._deferred_value_work, None
         self.value_fits(data, **kwargs)
         return self.metrics.reduce()
 
