@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -645,7 +646,9 @@ def write_heatmaps(runs: list[Run], out: Path) -> list[Path]:
     return paths
 
 
-def write_scores(runs: list[Run], out: Path) -> Path:
+def write_scores(runs: list[Run], out: Path, root: Path | None = None) -> Path:
+    """One row per trial; its `path` relative to the experiment folder `root` (where given), so the
+    file means the same wherever the folder is moved or published."""
     path = out / "scores.csv"
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
@@ -653,7 +656,8 @@ def write_scores(runs: list[Run], out: Path) -> Path:
                          "episodes", "env_steps", "done", "score", "path"])
         for r in runs:
             writer.writerow([r.env, r.family, r.variant, r.kappa, r.c_fa, r.naive, r.gamma, r.lambda_, r.seed,
-                             len(r.episode_returns), r.env_steps, r.done, r.score, r.path])
+                             len(r.episode_returns), r.env_steps, r.done, r.score,
+                             os.path.relpath(r.path, root) if root is not None else r.path])
     return path
 
 
@@ -678,7 +682,7 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
         raise ValueError(f"{root}: no trial results found (no params.json + result.json)")
     out = Path(out) if out else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    paths = [write_scores(runs, out)]
+    paths = [write_scores(runs, out, root)]
     unfinished = sum(not r.done for r in runs)
     if not include_unfinished:
         runs = [r for r in runs if r.done]

@@ -3,6 +3,7 @@
 import csv
 import json
 import math
+import os
 
 import matplotlib.image
 import numpy as np
@@ -258,3 +259,14 @@ def test_report_without_rliable_writes_the_rest_and_says_what_is_missing(results
     notes = [line for line in captured.out.splitlines() if "iqm.md/iqm.csv skipped" in line]
     assert len(notes) == 1 and "TypeError: deprecate_kwarg()" in notes[0] and "pip install rliable 'arch>=7.2,<8'" in notes[0]
     assert "Traceback" not in captured.out + captured.err
+
+
+def test_scores_name_each_trial_relative_to_the_experiment_folder(results):
+    """scores.csv is published with the results: its paths must not name the machine's folders."""
+    root, out, _ = results
+    with open(out / "scores.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    for row in rows:
+        assert not os.path.isabs(row["path"]), row["path"]
+        assert (root / row["path"] / "result.json").is_file()
