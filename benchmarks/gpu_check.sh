@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks of kappa-DQN's CUDA-graph learner step, as one script for a machine with a CUDA GPU
-# and Python 3.12 + torch but no package index (how the README's "Atari on a GPU" figures were made):
+# and Python 3.12 + torch but no package index (how docs/measured.md's "Atari on a GPU with CUDA graphs" figures were made):
 #   1. the CUDA-graph tests (graph-replayed updates equal eager ones; restore captures again);
 #   2. the learner alone, eager and graphed: gradient steps/s and kernel launches per step;
 #   3. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops;

@@ -13,8 +13,8 @@ Grids (10 seeds each, the paper's n):
 Cost: 960 trials x 10M = 9.6e9 env steps. Atari DQN runs at ~40 env steps/s on a 2-core CPU
 (benchmarks/throughput.py), so this is a GPU-cluster job: run it with `--address` on a cluster
 (cluster/README.md), learners on GPUs: `--gpus-per-trial 0.25` packs four trials per GPU, each with
-3 CPUs (the Atari preset's 2 remote EnvRunners): 1,325 env steps/s per H200 in all (README
-"Measured"), so ~2,000 GPU-hours for the 960 trials.
+3 CPUs (the Atari preset's 2 remote EnvRunners): 1,597 env steps/s per H100 in all with the learner's
+CUDA graphs (docs/measured.md), so ~1,670 GPU-hours for the 960 trials.
 Paper (Table 1): e.g. Breakout kappa-PI 223 +- 7 at kappa 0.84, kappa-VI 181 +- 7 at 0.68, DQN
 134 +- 4, naive 170 +- 2 at 0.68; all cells are in kappa_rllib/data/paper_tables.csv and appear
 beside the reproduced ones in `kappa-rllib report`'s table.md.

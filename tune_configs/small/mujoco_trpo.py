@@ -9,7 +9,7 @@ Grids per env (5 seeds; InvertedPendulum T = 100,000 env steps, Hopper T = 300,0
 Cost: 50 trials, 10M env steps. Measured on a 2-core CPU machine, one trial at a time (the other core
 busy): InvertedPendulum's 25 trials in 17 min (~40 s each), Hopper's 25 in 76 min (~3 min each), so
 ~1.5 hours for the file, under an hour with 2 trials at a time.
-Measured result (README, "The small suite"): kappa-PI-TRPO on par with TRPO at these budgets
+Measured result (docs/results.md, "The small suite"): kappa-PI-TRPO on par with TRPO at these budgets
 (Hopper 875 +- 108 at kappa 0.68 vs TRPO 878 +- 19, naive 777 +- 163).
 Paper (Hopper-v2, 2M steps): kappa-PI-TRPO 1486 +- 324 at kappa 0.68 against TRPO 1142 +- 141 and
 naive 1434 +- 129 (kappa 0.98). At 15% of that budget, expect lower scores and wider intervals.
