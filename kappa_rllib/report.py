@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -37,9 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kappa_rllib import report_adaptive
+from kappa_rllib.report_data import LAST_FRACTION, Z95, Cell, Run, _pyplot, _safe, final_score  # noqa: F401
+
 PAPER_TABLES = Path(__file__).parent / "data" / "paper_tables.csv"
-LAST_FRACTION = 0.1  # the paper's "final training performance": the last 10% of episodes
-Z95 = 1.96
 PAPER_C_FA = {"dqn": 0.05, "trpo": 0.2}  # the C_FA of the paper's Tables 1 and 2 (at gamma 0.99)
 
 # Cell columns of the paper's Tables 1 and 2, in order.
@@ -49,76 +49,6 @@ COLUMN_TITLES = {
     "naive": "N_kappa = T, kappa_best", "gae": "GAE, lambda_best",
 }
 _ENV_PREFIX = "kappa_rllib:"
-
-
-@dataclasses.dataclass
-class Run:
-    """One trial: its distinguishing settings and what it reported."""
-
-    path: str
-    env: str
-    family: str  # "dqn", "trpo", "ppo" or "appo"
-    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
-    kappa: float  # 1.0 for plain TRPO and GAE
-    c_fa: float | None
-    naive: bool
-    gamma: float
-    lambda_: float | None  # GAE's lambda (plain TRPO: 1.0)
-    seed: int
-    episode_returns: list
-    steps: np.ndarray  # env steps at each report
-    curve: np.ndarray  # RLlib's smoothed episode_return_mean at each report
-    env_steps: int
-    done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
-    kappa_path: np.ndarray | None = None  # the kappa in force at each report (adaptive kappa moves it)
-    population: str | None = None  # the PBT / PB2 population (Tune experiment) the run is a member of
-
-    @functools.cached_property
-    def score(self) -> float:
-        return final_score(self.episode_returns)
-
-    @property
-    def is_baseline(self) -> bool:
-        """kappa = 1 (DQN / TRPO exactly): a kappa algorithm at kappa 1, or TRPO with lambda 1."""
-        return not self.naive and self.kappa == 1.0 and (self.variant != "plain" or self.lambda_ == 1.0)
-
-    @property
-    def is_gae(self) -> bool:
-        return self.variant == "plain" and self.lambda_ is not None and self.lambda_ < 1.0
-
-
-def final_score(episode_returns) -> float:
-    """Mean of the last 10% of a run's episode returns (at least one episode); nan if none."""
-    returns = np.asarray(episode_returns, dtype=float)
-    if returns.size == 0:
-        return float("nan")
-    k = max(1, int(math.ceil(LAST_FRACTION * returns.size)))
-    return float(returns[-k:].mean())
-
-
-@dataclasses.dataclass
-class Cell:
-    """Scores of one table cell over seeds."""
-
-    scores: np.ndarray
-    param: float | None = None  # the kappa (or lambda) the cell is at
-
-    @property
-    def n(self) -> int:
-        return int(self.scores.size)
-
-    @property
-    def mean(self) -> float:
-        return float(self.scores.mean()) if self.n else float("nan")
-
-    @property
-    def ci(self) -> float:
-        """1.96 x sample std / sqrt(n) (the paper's 95% interval); nan for one seed."""
-        return float(Z95 * self.scores.std(ddof=1) / math.sqrt(self.n)) if self.n > 1 else float("nan")
-
-    def overlaps(self, other: "Cell") -> bool:
-        ci, oci = (0.0 if math.isnan(c) else c for c in (self.ci, other.ci))
-        return self.mean + ci >= other.mean - oci and other.mean + oci >= self.mean - ci
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -558,19 +488,6 @@ def _mean_band(runs: list[Run], points: int = 100):
     return x, mean, np.nan_to_num(Z95 * se)
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
     plt = _pyplot()
     paths = []
@@ -692,8 +609,6 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     members = [r for r in runs if r.population]  # adaptive kappa: reported apart (report_adaptive)
     runs = [r for r in runs if not r.population]
     if members:
-        from kappa_rllib import report_adaptive
-
         paths += report_adaptive.write(members, runs, out)
         if not runs:
             return paths

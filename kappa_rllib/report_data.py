@@ -1,0 +1,99 @@
+"""What a report is made of: one trial's results (`Run`), one table cell's scores over seeds (`Cell`),
+the paper's score of a run, and the plotting helpers. `report` (the paper's tables) and
+`report_adaptive` (PBT / PB2 populations) both build on these; neither imports the other's work
+back, so the report modules import one way: report -> report_adaptive -> report_data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+LAST_FRACTION = 0.1  # the paper's "final training performance": the last 10% of episodes
+Z95 = 1.96
+
+
+@dataclasses.dataclass
+class Run:
+    """One trial: its distinguishing settings and what it reported."""
+
+    path: str
+    env: str
+    family: str  # "dqn", "trpo", "ppo" or "appo"
+    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
+    kappa: float  # 1.0 for plain TRPO and GAE
+    c_fa: float | None
+    naive: bool
+    gamma: float
+    lambda_: float | None  # GAE's lambda (plain TRPO: 1.0)
+    seed: int
+    episode_returns: list
+    steps: np.ndarray  # env steps at each report
+    curve: np.ndarray  # RLlib's smoothed episode_return_mean at each report
+    env_steps: int
+    done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
+    kappa_path: np.ndarray | None = None  # the kappa in force at each report (adaptive kappa moves it)
+    population: str | None = None  # the PBT / PB2 population (Tune experiment) the run is a member of
+
+    @functools.cached_property
+    def score(self) -> float:
+        return final_score(self.episode_returns)
+
+    @property
+    def is_baseline(self) -> bool:
+        """kappa = 1 (DQN / TRPO exactly): a kappa algorithm at kappa 1, or TRPO with lambda 1."""
+        return not self.naive and self.kappa == 1.0 and (self.variant != "plain" or self.lambda_ == 1.0)
+
+    @property
+    def is_gae(self) -> bool:
+        return self.variant == "plain" and self.lambda_ is not None and self.lambda_ < 1.0
+
+
+def final_score(episode_returns) -> float:
+    """Mean of the last 10% of a run's episode returns (at least one episode); nan if none."""
+    returns = np.asarray(episode_returns, dtype=float)
+    if returns.size == 0:
+        return float("nan")
+    k = max(1, int(math.ceil(LAST_FRACTION * returns.size)))
+    return float(returns[-k:].mean())
+
+
+@dataclasses.dataclass
+class Cell:
+    """Scores of one table cell over seeds."""
+
+    scores: np.ndarray
+    param: float | None = None  # the kappa (or lambda) the cell is at
+
+    @property
+    def n(self) -> int:
+        return int(self.scores.size)
+
+    @property
+    def mean(self) -> float:
+        return float(self.scores.mean()) if self.n else float("nan")
+
+    @property
+    def ci(self) -> float:
+        """1.96 x sample std / sqrt(n) (the paper's 95% interval); nan for one seed."""
+        return float(Z95 * self.scores.std(ddof=1) / math.sqrt(self.n)) if self.n > 1 else float("nan")
+
+    def overlaps(self, other: "Cell") -> bool:
+        ci, oci = (0.0 if math.isnan(c) else c for c in (self.ci, other.ci))
+        return self.mean + ci >= other.mean - oci and other.mean + oci >= self.mean - ci
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    return plt
