@@ -245,3 +245,22 @@ def test_authors_trpo_options_accept_up_to_1_5_max_kl_with_subsampled_fisher_pro
 def test_bad_authors_options_are_refused(setting, value):
     with pytest.raises(ValueError, match=setting):
         TRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()
+
+
+def test_fitting_v_theta_and_v_phi_together_is_fitting_each_alone():
+    """One backward of the summed losses per minibatch: the nets share no parameter, so each gets
+    exactly its own gradient. Same minibatches (the learner's permutations), same Adam steps."""
+    together, alone = kappa_learner(), kappa_learner()
+    alone.module.set_state(together.module.get_state())
+    data = together.build_train_data(hand_made_chunks() * 30)  # 360 steps: 3 minibatches per epoch
+    obs = data["obs"]
+    targets = {DEFAULT_MODULE_ID: data["value_targets"], PHI_MODULE_ID: data[PHI_VALUE_TARGETS]}
+    rng_state = together._rng.bit_generator.state
+    losses = together.fit_values(targets, obs)
+    for module_id, target in targets.items():  # each net alone, on the same permutations
+        alone._rng.bit_generator.state = rng_state
+        assert alone.fit_values({module_id: target}, obs)[module_id] == pytest.approx(losses[module_id], rel=1e-5)
+    for module_id in targets:
+        a, b = value_state(together, module_id), value_state(alone, module_id)
+        assert all(torch.allclose(x, y, rtol=1e-5, atol=1e-7) for x, y in zip(a, b))
+        assert not all(torch.equal(x, y) for x, y in zip(a, value_state(kappa_learner(), module_id)))
