@@ -39,8 +39,8 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-from kappa_rllib.mlp_policy import NumpyActor
 from kappa_rllib.envs import LIFE_LOST
+from kappa_rllib.mlp_policy import NumpyActor
 
 # Result key (under env_runners/) listing the raw return of every episode finished in an iteration.
 EPISODE_RETURNS = "episode_returns"

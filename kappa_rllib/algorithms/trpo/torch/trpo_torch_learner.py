@@ -21,7 +21,6 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 
-from kappa_rllib.mlp_policy import MLPJacobian, policy_chain
 from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
     backtracking_line_search,
     conjugate_gradient,
@@ -29,6 +28,7 @@ from kappa_rllib.algorithms.trpo.torch.natural_gradient import (
     flat_grad,
 )
 from kappa_rllib.env_runner import split_segments
+from kappa_rllib.mlp_policy import MLPJacobian, policy_chain
 from kappa_rllib.returns import gae_advantages, plain_returns
 
 VALUE_OPTIMIZER = "value"
