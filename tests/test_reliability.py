@@ -145,6 +145,15 @@ def test_ray_client_connect_retries_only_the_proxys_start_failure(capsys):
     _connect_ray_client(ray, "ray://head:10001")
     assert (ray.inits, ray.shutdowns) == (3, 2)
     assert capsys.readouterr().err.count("failed to start; retrying") == 2
+    # the server process died while the proxy read its command line (CI, ray-project/ray#63202)
+    zombie = ConnectionAbortedError(
+        "Initialization failure from server: Traceback (most recent call last): File \"proxier.py\", line 765, "
+        "in Datapath if not self.proxy_manager.start_specific_server( File \"proxier.py\", line 396, in "
+        "start_specific_server cmd = psutil_proc.cmdline() psutil.ZombieProcess: PID still exists but it's a "
+        "zombie (pid=26090)")
+    ray = _FlakyRay(zombie)
+    _connect_ray_client(ray, "ray://head:10001")
+    assert (ray.inits, ray.shutdowns) == (2, 1)
     ray = _FlakyRay(start_failure, start_failure, start_failure)
     with pytest.raises(ConnectionError, match="Starting Ray client server failed"):
         _connect_ray_client(ray, "ray://head:10001")  # three tries, then the error

@@ -84,15 +84,25 @@ def start_ray(args, torch_threads: int) -> None:
         raise UsageError(f"{args.address_option} {args.address}: could not connect ({one_line(e)})") from None
 
 
+# The head's Ray Client proxy starts one server process per client, and that start sometimes fails:
+# the new process dies within seconds of its fork (a gRPC fork race in the proxy, ray-project/ray#63202,
+# ~7% of connects). The client then sees one of these, each a start failure, never a wrong address
+# or token; a fresh connect gets a fresh server process.
+CLIENT_SERVER_START_FAILURES = (
+    "Starting Ray client server failed",  # the proxy saw the process exit
+    "in start_specific_server",  # it died while the proxy read its command line (psutil.ZombieProcess)
+    "Proxy failed to Connect to backend",  # it died after its start, before the proxy's channel was up
+)
+
+
 def connect_ray_client(ray, address: str, attempts: int = 3) -> None:
-    """Ray Client: the head's proxy starts one server process per client, and a first start right
-    after the cluster comes up sometimes fails ("Starting Ray client server failed"); try again."""
+    """Ray Client, retrying the proxy's per-client server start (CLIENT_SERVER_START_FAILURES)."""
     for attempt in range(1, attempts + 1):
         try:
             ray.init(address=address, log_to_driver=False)
             return
         except ConnectionError as e:
-            if "Starting Ray client server failed" not in str(e) or attempt == attempts:
+            if not any(marker in str(e) for marker in CLIENT_SERVER_START_FAILURES) or attempt == attempts:
                 raise
             ray.shutdown()
             print(f"[ray] {address}: the cluster's Ray Client server failed to start; retrying "
