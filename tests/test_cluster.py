@@ -12,7 +12,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from nodes import free_port as _free_port, listening as _listening
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's `ray` and `kappa-rllib`
 GRID = ROOT / "tune_configs" / "small" / "cluster_check.py"
@@ -28,24 +29,6 @@ EXPECTED = [(0.68, 0.1), (0.68, 0.2), (0.84, 0.1), (0.84, 0.2)]  # kappa x C_FA 
 
 # one Ray cluster of its own at a time under pytest -n (pyproject.toml)
 pytestmark = pytest.mark.xdist_group("clusters")
-
-
-def _free_port() -> int:
-    """An unused TCP port outside Ray's default worker-port range (10002-19999)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not 10000 <= port < 20000:
-            return port
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 class LocalCluster:

@@ -21,10 +21,10 @@ def test_installed_ray_matches_the_pin():
     assert ray.__version__ == pinned_ray_version()
 
 
-def test_dockerfile_uses_the_pinned_ray_image():
+def test_dockerfile_defaults_to_the_pinned_ray_image():
     text = (ROOT / "docker" / "Dockerfile").read_text()
     assert f"ARG RAY_VERSION={pinned_ray_version()}" in text
-    assert "FROM rayproject/ray:${RAY_VERSION}-py311-cpu" in text
+    assert "ARG BASE_IMAGE=rayproject/ray:${RAY_VERSION}-py311-${FLAVOUR}\nFROM ${BASE_IMAGE}\n" in text
 
 
 def test_maths_modules_and_cli_help_load_neither_ray_nor_torch():
@@ -46,16 +46,42 @@ def project_version() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
-def test_both_images_pin_ray_run_as_ray_and_keep_rays_dependencies():
-    for name, flavour in (("Dockerfile", "cpu"), ("Dockerfile.gpu", "gpu")):
-        text = (ROOT / "docker" / name).read_text()
-        assert f"ARG RAY_VERSION={pinned_ray_version()}" in text
-        assert f"FROM rayproject/ray:${{RAY_VERSION}}-py311-{flavour}\n" in text
-        assert text.index("\nARG RAY_VERSION\n") > text.index("FROM rayproject")  # declared again after FROM
-        assert 'pip install --no-cache-dir -c /tmp/image-constraints.txt ".[cluster]"' in text
-        assert text.rstrip().splitlines()[-2:] == ["USER ray", 'CMD ["kappa-rllib", "--help"]']
-        assert "COPY --chown=ray:users tune_configs ./tune_configs" in text
+def test_the_image_pins_ray_runs_as_ray_and_keeps_the_bases_dependencies():
+    """What docker/Dockerfile promises (tests/test_images.py builds and runs it)."""
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert text.index("\nARG RAY_VERSION\n") > text.index("FROM ${BASE_IMAGE}")  # declared again after FROM
+    assert 'pip install --no-cache-dir -c /tmp/image-constraints.txt ".[cluster]"' in text
+    assert "sh /tmp/check-base.sh" in text
+    assert text.rstrip().splitlines()[-2:] == ["USER ray", 'CMD ["kappa-rllib", "--help"]']
+    assert "COPY --chown=ray:users tune_configs ./tune_configs" in text
+    for flavour in ("cpu", "gpu"):
         assert f"kappa-rllib:{project_version()}-ray{pinned_ray_version()}-{flavour}" in text
+
+
+def test_the_base_check_names_each_missing_piece(tmp_path):
+    """docker/check-base.sh on this machine's Python: a base without user `ray` fails with one line."""
+    import subprocess
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    fake_id = bin_dir / "id"  # a base with no user `ray`
+    fake_id.write_text("#!/bin/sh\nexit 1\n")
+    fake_id.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    run = subprocess.run(["sh", str(ROOT / "docker" / "check-base.sh"), "my/base:1"], capture_output=True,
+                         text=True, env=env)
+    assert run.returncode == 1
+    assert run.stderr.strip() == ("kappa-rllib image: the base image my/base:1 has no user `ray` "
+                                  "(docker/README.md, 'Base images')")
+    (bin_dir / "python").unlink()
+    old = bin_dir / "python"
+    old.write_text("#!/bin/sh\necho 3.9\n")
+    old.chmod(0o755)
+    run = subprocess.run(["sh", str(ROOT / "docker" / "check-base.sh"), "my/base:1"], capture_output=True,
+                         text=True, env=env)
+    assert "has Python 3.9; the project's pins need 3.11" in run.stderr
 
 
 def test_image_tags_agree_everywhere():
