@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import gymnasium as gym
@@ -62,15 +63,21 @@ def is_minatar(env_id: str) -> bool:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raises ValueError (one line) if `env_id` is not a registered gymnasium id."""
+    """Raises ValueError (one line) if `env_id` is not a registered gymnasium id. `module:Id-v0`, as
+    `gymnasium.make` takes it, imports `module` first (where a user's own envs register)."""
     env_id = env_id.removeprefix(_PREFIX)
     if env_id in _OWN_IDS:
         return
     _register_ale()
     if is_minatar(env_id):
         _register_minatar()
+    module, _, name = env_id.rpartition(":")
     try:
-        gym.spec(env_id)
+        if module:
+            importlib.import_module(module)
+        gym.spec(name)
+    except ImportError as e:
+        raise ValueError(f"unknown env id {env_id!r}: cannot import {module!r} ({e})") from None
     except gym.error.Error as e:
         raise ValueError(f"unknown env id {env_id!r}: {e}") from None
 

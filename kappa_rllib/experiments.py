@@ -23,6 +23,8 @@ import os
 import sys
 from pathlib import Path
 
+from kappa_rllib.faults import DEFAULT_MAX_FAILURES, retry_policy
+
 GRID_SEARCH = "grid_search"
 SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
 
@@ -142,11 +144,14 @@ def reregister_envs(grids) -> None:
 
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
-        checkpoint_every: int = 0, verbose: int = 1, compact: bool = False) -> dict:
+        checkpoint_every: int = 0, max_failures: int = DEFAULT_MAX_FAILURES, verbose: int = 1,
+        compact: bool = False) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
     {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
-    `checkpoint_every` iterations (0: only at the end); the last two are kept. `compact`: Tune
+    `checkpoint_every` iterations (0: only at the end); the last two are kept. A trial whose node is
+    lost restarts from its latest checkpoint up to `max_failures` times (-1: unlimited), one whose own
+    code raised, once (kappa_rllib.faults). `compact`: Tune
     prints nothing and kappa_rllib.progress prints one compact table per grid instead."""
     from ray import tune
 
@@ -164,14 +169,18 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             # the head line's time left holds where trials stop at their total_env_steps
             eta = grid.stop == SCHEDULE_STOP
             callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
+        callbacks = [*callbacks, retry_policy(max_failures)]
+        failure_config = tune.FailureConfig(max_failures=max_failures)
         if resume and tune.Tuner.can_restore(path):
             with _quiet_unstarted_trials():
                 tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                            resume_unfinished=True,
                                            resume_errored=True, restart_errored=False)
             local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
-            if local is not None:
-                local.get_run_config().verbose, local.get_run_config().callbacks = verbose, callbacks
+            if local is not None:  # this run's output and failure settings, not the stored ones
+                run_config = local.get_run_config()
+                run_config.verbose, run_config.callbacks = verbose, callbacks
+                run_config.failure_config = failure_config
         else:
             if stores.holds_files(path):
                 raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
@@ -192,7 +201,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                         checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
                         num_to_keep=None if grid.scheduler is not None else 2,
                     ),
-                    failure_config=tune.FailureConfig(max_failures=1),
+                    failure_config=failure_config,
                 ),
             )
         if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials

@@ -10,6 +10,7 @@ from pathlib import Path
 from kappa_rllib.cli import report as report_verb
 from kappa_rllib.cli.common import EXIT_INTERRUPTED, UsageError, check_output, error, gpu_share, one_line, positive_int
 from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
+from kappa_rllib.faults import DEFAULT_MAX_FAILURES
 
 
 def add_parser(sub) -> None:
@@ -35,6 +36,10 @@ def add_parser(sub) -> None:
                         help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
     tune_p.add_argument("--checkpoint-every", type=int, default=0,
                         help="also checkpoint every N training iterations (default 0: only at the end)")
+    tune_p.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES,
+                        help=f"restarts of a trial from its latest checkpoint after its node was lost (default "
+                             f"{DEFAULT_MAX_FAILURES}; -1: unlimited); an error of the trial's own code is "
+                             "retried once, whatever N (docs/reliability.md, Faults)")
     add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,
                         help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
@@ -95,6 +100,8 @@ def main(args) -> int:
             grid.validate()
         if args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+        if args.max_failures < -1:
+            raise ValueError(f"--max-failures must be >= 0, or -1 for unlimited, got {args.max_failures}")
         if args.gpus_per_trial:
             check_local_gpus(args)
             experiments.request_gpus(grids, args.gpus_per_trial)
@@ -112,7 +119,8 @@ def main(args) -> int:
     start_ray(args, args.torch_threads)  # a UsageError reaches main()
     try:
         results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
-                                  checkpoint_every=args.checkpoint_every, compact=not args.verbose)
+                                  checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
+                                  compact=not args.verbose)
     except ValueError as e:
         return error(one_line(e))
     errors = sum(1 for rg in results.values() for r in rg if r.error)
