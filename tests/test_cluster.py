@@ -42,32 +42,48 @@ class LocalCluster:
                     "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
         self.env.pop("RAY_ADDRESS", None)
         self.processes: list[subprocess.Popen] = []
+        self.killed: set[int] = set()  # pids of the nodes a test killed on purpose
 
     @property
     def dashboard(self) -> str:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
-    def _start(self, name: str, *args: str) -> None:
+    def _start(self, name: str, *args: str, cpus: int = 1) -> subprocess.Popen:
         log = open(self.temp_dir / f"{name}.log", "w")
         self.processes.append(subprocess.Popen(
-            [str(BIN / "ray"), "start", "--block", "--num-cpus=1", "--object-store-memory=200000000",
+            [str(BIN / "ray"), "start", "--block", f"--num-cpus={cpus}", "--object-store-memory=200000000",
              f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats", *args],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        return self.processes[-1]
 
-    def start(self) -> None:
+    def start(self, head_cpus: int = 1, workers: int = 1) -> None:
         self._start("head", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs}",
                     "--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}",
-                    f"--ray-client-server-port={self.client_port}", f"--temp-dir={self.temp_dir}")
+                    f"--ray-client-server-port={self.client_port}", f"--temp-dir={self.temp_dir}", cpus=head_cpus)
         self._wait(lambda: _listening(self.gcs), "the head's GCS")
-        self._start("worker", f"--address=127.0.0.1:{self.gcs}", "--node-ip-address=127.0.0.1")
-        self._wait(lambda: len(self.node_ids()) == 2, "both nodes")
         self._wait(lambda: _listening(self.dashboard_port) and _listening(self.client_port),
                    "the Jobs API and Ray Client ports")
+        for _ in range(workers):
+            self.add_worker("worker")
+
+    def add_worker(self, name: str) -> tuple[subprocess.Popen, str]:
+        """One more node (1 CPU), once the cluster lists it; its process and Ray node id."""
+        before = self.node_ids()
+        node = self._start(name, f"--address=127.0.0.1:{self.gcs}", "--node-ip-address=127.0.0.1")
+        self._wait(lambda: self.node_ids() - before, f"node {name}")
+        (node_id,) = self.node_ids() - before
+        return node, node_id
+
+    def kill(self, node: subprocess.Popen) -> None:
+        """SIGKILL to a node's whole process group (its raylet, workers and actors), as a lost machine."""
+        self.killed.add(node.pid)
+        os.killpg(node.pid, signal.SIGKILL)
+        node.wait(timeout=30)
 
     def _wait(self, ready, what: str, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while not ready():
-            dead = any(p.poll() is not None for p in self.processes)
+            dead = any(p.poll() is not None for p in self.processes if p.pid not in self.killed)
             if dead or time.monotonic() > deadline:
                 logs = "\n".join((self.temp_dir / f).read_text()[-2000:] for f in ("head.log", "worker.log")
                                  if (self.temp_dir / f).exists())
@@ -87,9 +103,12 @@ class LocalCluster:
         self._wait(idle, "an idle cluster", timeout)
 
     def node_ids(self) -> set[str]:
-        out = self.run("ray", "status", f"--address=127.0.0.1:{self.gcs}", timeout=60).stdout
-        active = out.split("Active:")[-1].split("Pending:")[0] if "Active:" in out else ""
-        return set(re.findall(r"node_([0-9a-f]{56})", active))
+        """The alive nodes, as the GCS knows them (Ray's state API; `ray status` lags behind it)."""
+        out = self.run("ray", "list", "nodes", f"--address={self.dashboard}", "--format=json", timeout=60).stdout
+        try:
+            return {n["node_id"] for n in json.loads(out) if n["state"] == "ALIVE"}
+        except json.JSONDecodeError:
+            return set()
 
     def stop(self) -> None:
         """SIGTERM to each process group this fixture started, SIGKILL to what is left after 15 s."""

@@ -37,8 +37,18 @@ def grid_file(folder: Path, name: str, env: str, total_env_steps: int, kappas=(0
 
 
 def trial_rows(grid_dir: Path) -> dict[str, list[dict]]:
-    return {r.parent.name: [json.loads(line) for line in r.read_text().splitlines() if line.strip()]
-            for r in sorted(grid_dir.glob("*/result.json"))}
+    """The result rows of each trial that has reported (a row being written is left for the next look)."""
+    trials = {}
+    for result in sorted(grid_dir.glob("*/result.json")):
+        rows = []
+        for line in result.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        if rows:
+            trials[result.parent.name] = rows
+    return trials
 
 
 def failures(grid_dir: Path) -> list[int]:
@@ -81,3 +91,146 @@ def test_a_transient_error_of_the_trials_code_is_retried_and_the_trial_ends_at_t
     assert failures(grid_dir) == [1]
     (rows,) = trial_rows(grid_dir).values()
     assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == 1_000
+
+
+# --- node faults on a real multi-node cluster -------------------------------------------------------
+
+from test_cluster import LocalCluster  # noqa: E402  (the cluster tests' two-process cluster)
+
+FAST_HEALTH_CHECK = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "5"}
+T = 12_000  # 24 iterations of 500 env steps, ~20 s: time to lose a node mid-trial
+
+
+@pytest.fixture
+def cluster_factory():
+    """Clusters of this test (`make(head_cpus, workers)`), all stopped at its end; a lost node is found
+    in ~5 s (Ray's health check every 1 s, 5 misses) instead of ~15-30 s."""
+    import shutil
+    import tempfile
+
+    made = []
+
+    def make(head_cpus: int = 1, workers: int = 1) -> LocalCluster:
+        cluster = LocalCluster(Path(tempfile.mkdtemp(prefix="krf", dir="/tmp")))
+        cluster.env.update(FAST_HEALTH_CHECK)
+        cluster.env["PYTHONPATH"] = str(TESTS)
+        made.append(cluster)
+        cluster.start(head_cpus=head_cpus, workers=workers)
+        return cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.stop()
+            shutil.rmtree(cluster.temp_dir, ignore_errors=True)
+
+
+def submit(cluster, *args: str) -> subprocess.Popen:
+    """`ray job submit -- kappa-rllib tune ...` to the cluster's Jobs API, waiting for the job's end."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "ray"), "job", "submit",
+                             f"--address={cluster.dashboard}", "--", "kappa-rllib", "tune", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env)
+
+
+def wait_for(ready, what: str, job: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert job.poll() is None, f"the job ended before {what}: {job.stdout.read()[-3000:]}"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(0.5)
+
+
+def moves(rows: list[dict]) -> list[tuple[str, int]]:
+    """(node id, first iteration there) each time a trial's rows change node."""
+    out = []
+    for row in rows:
+        if not out or out[-1][0] != row["node_id"]:
+            out.append((row["node_id"], row["training_iteration"]))
+    return out
+
+
+def finished_once_at_t(rows: list[dict]) -> bool:
+    return sum(1 for r in rows if r.get("done")) == 1 and rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == T
+
+
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+def test_a_trial_that_loses_its_node_twice_finishes_and_a_joining_node_gets_pending_trials(cluster_factory,
+                                                                                             tmp_path):
+    """Head without CPUs, workers A and B (1 CPU each): trial X runs on A, trial Y on B. A is killed
+    with X past a checkpoint: X waits (no free CPU). Worker C joins mid-grid and gets X, which goes on
+    from its checkpoint. C is killed with X past a later checkpoint: X goes on on B once Y is done, from
+    that checkpoint, and ends at T. (With --max-failures 1, X fails at the second loss: run so, this
+    test fails.)"""
+    cluster = cluster_factory(head_cpus=0, workers=0)
+    node_a, a = cluster.add_worker("a")
+    _, b = cluster.add_worker("b")
+    file = grid_file(tmp_path, "twice", "CartPole-v1", T, kappas=(0.68, 0.84))
+    grid_dir = tmp_path / "results" / "twice" / "kappa_pi_dqn"
+    job = submit(cluster, file, "--storage", tmp_path / "results", "--checkpoint-every", "2")
+    try:
+        def on(node, trial=None, rows_there=1):  # trials with >= rows_there rows on `node`, last one there
+            return [name for name, rows in trial_rows(grid_dir).items() if rows[-1]["node_id"] == node
+                    and not rows[-1]["done"] and sum(r["node_id"] == node for r in rows) >= rows_there
+                    and trial in (None, name)]
+
+        wait_for(lambda: on(a, rows_there=3), "trial X past its first checkpoint on A", job)
+        (x,) = on(a)
+        cluster.kill(node_a)
+        node_c, c = cluster.add_worker("c")  # joins mid-grid: the pending trial X goes there
+        wait_for(lambda: on(c, x, rows_there=3), "trial X past a checkpoint on the joined node C", job)
+        cluster.kill(node_c)
+        output, _ = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, output[-3000:]
+    assert "[tune] finished: 2/2 trials without error" in output, output[-3000:]
+    rows = trial_rows(grid_dir)
+    assert all(finished_once_at_t(trial) for trial in rows.values())
+    (y,) = set(rows) - {x}
+    assert [node for node, _ in moves(rows[y])] == [b]
+    path = moves(rows[x])
+    assert [node for node, _ in path] == [a, c, b], path
+    assert all(first > 2 for _, first in path[1:]), path  # each restart from a checkpoint (every 2)
+
+
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_trial_once(cluster_factory,
+                                                                                        tmp_path):
+    """Every Ray process of the cluster is SIGKILLed (head, worker, the job's driver) with two trials
+    past a checkpoint. A new cluster and `tune --resume` on the storage that outlived it finish the
+    grid: each trial once, at T; the two interrupted ones from their checkpoints, with the counters they
+    had there. (Without --checkpoint-every they restart at iteration 1: run so, this test fails.)"""
+    first = cluster_factory(head_cpus=1, workers=1)
+    file = grid_file(tmp_path, "headless", "CartPole-v1", T, kappas=(0.68, 0.76, 0.84, 0.92))
+    storage, grid_dir = tmp_path / "results", tmp_path / "results" / "headless" / "kappa_pi_dqn"
+    job = submit(first, file, "--storage", storage, "--checkpoint-every", "2")
+    try:
+        wait_for(lambda: sum(5 <= rows[-1]["training_iteration"] <= 18 for rows in trial_rows(grid_dir).values()) == 2,
+                 "two trials past their second checkpoint", job)
+    finally:
+        for node in first.processes:  # the head with its GCS, the job's driver, then the worker
+            first.kill(node)
+        job.kill()
+        job.wait()
+    before = trial_rows(grid_dir)
+    second = cluster_factory(head_cpus=1, workers=1)
+    job = submit(second, file, "--storage", storage, "--checkpoint-every", "2", "--resume")
+    output, _ = job.communicate(timeout=420)
+    assert job.returncode == 0, output[-3000:]
+    after = trial_rows(grid_dir)
+    assert len(after) == 4 and all(finished_once_at_t(rows) for rows in after.values())
+    interrupted = [name for name, rows in before.items() if not rows[-1].get("done")]
+    assert len(interrupted) >= 2
+    for name in interrupted:
+        rows = after[name]
+        restart = next(i for i in range(1, len(rows)) if rows[i]["training_iteration"] <= rows[i - 1]["training_iteration"])
+        resumed = rows[restart]
+        assert resumed["training_iteration"] > 2, [r["training_iteration"] for r in rows]
+        same_before = next(r for r in rows[:restart] if r["training_iteration"] == resumed["training_iteration"])
+        # the counters and the kappa phase came from the checkpoint: the same as the first time through
+        assert resumed["kappa"]["env_steps"] == same_before["kappa"]["env_steps"]
+        assert resumed["kappa"]["iteration"] == same_before["kappa"]["iteration"]
