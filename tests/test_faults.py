@@ -205,13 +205,14 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
     grid: each trial once, at T; the two interrupted ones from their checkpoints, with the counters they
     had there. (Without --checkpoint-every they restart at iteration 1: run so, this test fails.)"""
     first = cluster_factory(head_cpus=1, workers=1)
-    file = grid_file(tmp_path, "headless", "CartPole-v1", T, kappas=(0.68, 0.76, 0.84, 0.92))
+    file = grid_file(tmp_path, "headless", "CartPole-v1", T, kappas=(0.68, 0.84))
     storage, grid_dir = tmp_path / "results", tmp_path / "results" / "headless" / "kappa_pi_dqn"
     job = submit(first, file, "--storage", storage, "--checkpoint-every", "2")
     try:
         wait_for(lambda: sum(5 <= rows[-1]["training_iteration"] <= 18 for rows in trial_rows(grid_dir).values()) == 2,
                  "two trials past their second checkpoint", job)
     finally:
+        first_nodes = first.node_ids()
         for node in first.processes:  # the head with its GCS, the job's driver, then the worker
             first.kill(node)
         job.kill()
@@ -222,15 +223,16 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
     output, _ = job.communicate(timeout=420)
     assert job.returncode == 0, output[-3000:]
     after = trial_rows(grid_dir)
-    assert len(after) == 4 and all(finished_once_at_t(rows) for rows in after.values())
+    assert len(after) == 2 and all(finished_once_at_t(rows) for rows in after.values())
     interrupted = [name for name, rows in before.items() if not rows[-1].get("done")]
-    assert len(interrupted) >= 2
+    assert len(interrupted) == 2
     for name in interrupted:
         rows = after[name]
-        restart = next(i for i in range(1, len(rows)) if rows[i]["training_iteration"] <= rows[i - 1]["training_iteration"])
+        restart = next(i for i, r in enumerate(rows) if r["node_id"] not in first_nodes)  # the new cluster's
         resumed = rows[restart]
         assert resumed["training_iteration"] > 2, [r["training_iteration"] for r in rows]
-        same_before = next(r for r in rows[:restart] if r["training_iteration"] == resumed["training_iteration"])
-        # the counters and the kappa phase came from the checkpoint: the same as the first time through
-        assert resumed["kappa"]["env_steps"] == same_before["kappa"]["env_steps"]
-        assert resumed["kappa"]["iteration"] == same_before["kappa"]["iteration"]
+        # the counters came from the checkpoint: T/24 env steps per iteration, as the first time through
+        assert resumed["kappa"]["env_steps"] == resumed["training_iteration"] * T // 24
+        same_before = [r for r in rows[:restart] if r["training_iteration"] == resumed["training_iteration"]]
+        for before_row in same_before:  # and the kappa phase: where it was at that iteration before
+            assert resumed["kappa"]["iteration"] == before_row["kappa"]["iteration"]
