@@ -33,6 +33,19 @@ def is_infrastructure(error: BaseException | None) -> bool:
     return isinstance(error, lost)
 
 
+def failure_line(error: BaseException) -> str:
+    """A trial's error in one line: the exception it ends with (Ray's RayTaskError holds the whole
+    remote traceback), e.g. `OSError: [Errno 28] No space left on device`."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(error).__name__
+
+
+def disk_full(error: BaseException) -> bool:
+    """ENOSPC anywhere in the error: a checkpoint or result that did not fit on the storage's disk."""
+    text = str(error)
+    return "No space left on device" in text or "[Errno 28]" in text or "errno 28" in text.lower()
+
+
 def retry_policy(max_failures: int):
     """A Tune callback giving each trial RetryPolicy's budget (built here: Tune is imported lazily)."""
     from ray import tune

@@ -1,6 +1,9 @@
-"""Ports for the Ray nodes the cluster tests start on this machine (tests/test_cluster.py, test_images.py)."""
+"""Helpers of the tests that start Ray nodes on this machine (test_cluster, test_faults, test_images):
+free ports, and the result rows of a grid's trials read while the grid runs."""
 
+import json
 import socket
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -19,3 +22,19 @@ def listening(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def trial_rows(grid_dir: Path) -> dict[str, list[dict]]:
+    """The result rows of each trial of a Tune grid folder that has reported; a row still being
+    written (and a result file still empty) is left for the next look."""
+    trials = {}
+    for result in sorted(grid_dir.glob("*/result.json")):
+        rows = []
+        for line in result.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        if rows:
+            trials[result.parent.name] = rows
+    return trials

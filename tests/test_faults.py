@@ -7,9 +7,7 @@ time. Every case asserts what was kept: each trial finished once, at its T, and 
 trial went on from its latest checkpoint, not from iteration 1.
 """
 
-import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from nodes import trial_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -34,21 +34,6 @@ def grid_file(folder: Path, name: str, env: str, total_env_steps: int, kappas=(0
                                baseline=False, **{{**SMOKE_SETTINGS["dqn"], "total_env_steps": {total_env_steps}}})
         """))
     return path
-
-
-def trial_rows(grid_dir: Path) -> dict[str, list[dict]]:
-    """The result rows of each trial that has reported (a row being written is left for the next look)."""
-    trials = {}
-    for result in sorted(grid_dir.glob("*/result.json")):
-        rows = []
-        for line in result.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-        if rows:
-            trials[result.parent.name] = rows
-    return trials
 
 
 def failures(grid_dir: Path) -> list[int]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes import free_port, listening
+from nodes import free_port, listening, trial_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the host's `ray` and `kappa-rllib`, as on a user's laptop
@@ -145,14 +145,6 @@ def wait(ready, what: str, timeout: float) -> None:
     while not ready():
         assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
         time.sleep(1)
-
-
-def trial_rows(grid_dir: Path) -> dict[str, list[dict]]:
-    """Every result row of every trial of a Tune grid folder, by trial folder."""
-    rows = {}
-    for result in sorted(grid_dir.glob("*/result.json")):
-        rows[result.parent.name] = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
-    return rows
 
 
 def test_a_grid_on_a_head_and_a_worker_container_finishes_when_the_worker_is_lost(image, containers, tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 from kappa_rllib.cli import report as report_verb
 from kappa_rllib.cli.common import EXIT_INTERRUPTED, UsageError, check_output, error, gpu_share, one_line, positive_int
 from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
+from kappa_rllib import faults
 from kappa_rllib.faults import DEFAULT_MAX_FAILURES
 
 
@@ -123,12 +124,18 @@ def main(args) -> int:
                                   compact=not args.verbose)
     except ValueError as e:
         return error(one_line(e))
-    errors = sum(1 for rg in results.values() for r in rg if r.error)
+    failed = [r for rg in results.values() for r in rg if r.error]
+    errors = len(failed)
+    resume = " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
+                      + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
+    for result in failed:  # one line each; the whole traceback is in the trial's error.txt
+        print(f"[tune] failed: {result.path}: {faults.failure_line(result.error)}", file=sys.stderr)
+    if any(faults.disk_full(r.error) for r in failed):
+        print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
+              f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it
     left = total - sum(len(rg) - experiments.unfinished(rg) for rg in results.values())
     if left:  # say so, and how to go on (and no report of a partial grid)
-        resume = " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
-                          + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
         print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
               f"to their end; resume with: {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
