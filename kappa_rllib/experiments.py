@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from kappa_rllib import faults
 from kappa_rllib.faults import DEFAULT_MAX_FAILURES, retry_policy
 
 GRID_SEARCH = "grid_search"
@@ -170,7 +171,13 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             eta = grid.stop == SCHEDULE_STOP
             callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
         callbacks = [*callbacks, retry_policy(max_failures)]
+        if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
+            callbacks.append(faults.state_backup(Path(path)))
         failure_config = tune.FailureConfig(max_failures=max_failures)
+        if resume and not stores.is_uri(path) and Path(path).is_dir():
+            repaired = faults.repair_state(Path(path))
+            if repaired:
+                print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
         if resume and tune.Tuner.can_restore(path):
             with _quiet_unstarted_trials():
                 tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
@@ -209,10 +216,21 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
         with _tune_output(new_engine=not compact), _quiet_unstarted_trials():
-            results[grid.name] = tuner.fit()
+            try:
+                results[grid.name] = tuner.fit()
+            except (EOFError, OSError) as e:
+                # Tune's summary of the grid reads each failed trial's error.pkl, which a full disk left
+                # empty (EOFError); every checkpoint that was saved whole is still there
+                raise StorageError(f"{path}: writing the grid's files failed ({type(e).__name__}: {e}; is "
+                                   "its disk full?): free space there, then --resume goes on from each "
+                                   "trial's last complete checkpoint") from None
         if unfinished(results[grid.name]):  # stopped (Ctrl-C / SIGINT): the later grids do not start
             break
     return results
+
+
+class StorageError(ValueError):
+    """The grid's storage could not be written (one line: the folder, the cause, what to do)."""
 
 
 def unfinished(result_grid) -> int:

@@ -10,7 +10,7 @@ type (docs/reliability.md, "Faults"):
   was lost with its node: infrastructure, retried up to N times;
 - anything raised by the trial's own code (a RayTaskError whose cause is not one of the above): retried
   once, for a transient cause (a full disk that was freed, a file system hiccup); if that retry fails
-  again before it reports a result, the trial stops with its error.
+  again before it saves a new checkpoint, the trial stops with its error.
 """
 
 from __future__ import annotations
@@ -46,6 +46,16 @@ def disk_full(error: BaseException) -> bool:
     return "No space left on device" in text or "[Errno 28]" in text or "errno 28" in text.lower()
 
 
+def last_error(trial) -> BaseException | None:
+    """The error Tune recorded for the trial's last failure (its pickled error file), or None where that
+    file cannot be read: on a full disk Tune's own write of it fails, leaving it empty. None counts as
+    an error of the trial's own code (retried once): the careful reading."""
+    try:
+        return trial.get_pickled_error()
+    except Exception:  # EOFError, OSError, an unpicklable remote exception
+        return None
+
+
 def retry_policy(max_failures: int):
     """A Tune callback giving each trial RetryPolicy's budget (built here: Tune is imported lazily)."""
     from ray import tune
@@ -60,22 +70,96 @@ def retry_policy(max_failures: int):
 
         def _budget(self, trial) -> int:
             """Failures (Tune's count) the trial may reach and still be retried: N node losses plus
-            every code error it has already been retried for."""
+            every code error it has already been retried for and got past (a new checkpoint since)."""
             return -1 if max_failures < 0 else max_failures + self.code_errors.get(trial.trial_id, 0)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
-            if is_infrastructure(trial.get_pickled_error()):
+            if is_infrastructure(last_error(trial)):
                 self.retrying_code_error.discard(trial.trial_id)
                 trial.max_failures = self._budget(trial)
                 return
             self.code_errors[trial.trial_id] = self.code_errors.get(trial.trial_id, 0) + 1
             self.retrying_code_error.add(trial.trial_id)
-            # one more failure of any kind before the retry's first result stops the trial
+            # one more failure of any kind before the retry's next checkpoint stops the trial
             trial.max_failures = trial.run_metadata.num_failures
 
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            if trial.trial_id in self.retrying_code_error:  # the retry got past the error
+        def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+            # a new checkpoint after the retry: the error did not come back where it was. A result
+            # alone would not do: a full disk fails each save after a few results, and the retries
+            # would restore the same checkpoint forever.
+            if trial.trial_id in self.retrying_code_error:
                 self.retrying_code_error.discard(trial.trial_id)
                 trial.max_failures = self._budget(trial)
 
     return RetryPolicy()
+
+
+# --- Tune's experiment state on a disk that fills ------------------------------------------------
+# Tune rewrites experiment_state-<session>.json in the grid's folder in place; a full disk cuts it
+# short, and `Tuner.restore` then cannot read which checkpoint each trial had reached. So a callback
+# keeps the last copy that parsed (written aside, then renamed into place), and `--resume` puts it back.
+
+STATE_BACKUP = ".kappa_rllib_experiment_state.json"
+
+
+def _newest_state(folder):
+    states = sorted(folder.glob("experiment_state-*.json"))
+    return states[-1] if states else None
+
+
+def _parses(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
+
+
+def state_backup(folder):
+    """A Tune callback copying the grid's newest whole experiment state to STATE_BACKUP (local folders)."""
+    import os
+
+    from ray import tune
+
+    class ExperimentStateBackup(tune.Callback):
+        def __init__(self):
+            self.seen = None
+
+        def on_step_end(self, iteration, trials, **info):
+            newest = _newest_state(folder)
+            if newest is None:
+                return
+            stat = newest.stat()
+            if (newest.name, stat.st_mtime_ns, stat.st_size) == self.seen:
+                return
+            self.seen = (newest.name, stat.st_mtime_ns, stat.st_size)
+            text = newest.read_text(errors="replace")
+            if not _parses(text):
+                return  # being written, or cut short: the last whole copy stays
+            tmp = folder / (STATE_BACKUP + ".tmp")
+            try:
+                tmp.write_text(f"{newest.name}\n{text}")
+                os.replace(tmp, folder / STATE_BACKUP)
+            except OSError:  # a full disk: the previous copy stays whole
+                tmp.unlink(missing_ok=True)
+
+    return ExperimentStateBackup()
+
+
+def repair_state(folder) -> str | None:
+    """Before `--resume`: a newest experiment state that does not parse is replaced by the last whole
+    copy (STATE_BACKUP); returns what was done, for the user, or None if nothing was needed. Raises
+    ValueError (one line) if there is no whole copy to go back to."""
+    newest = _newest_state(folder)
+    if newest is None or _parses(newest.read_text(errors="replace")):
+        return None
+    backup = folder / STATE_BACKUP
+    name, _, text = backup.read_text(errors="replace").partition("\n") if backup.is_file() else ("", "", "")
+    if not _parses(text):
+        raise ValueError(f"{newest} is cut short (its disk filled while Tune wrote it) and no whole copy of "
+                         f"it was kept: Tune cannot resume this grid; every trial's checkpoints are intact "
+                         f"under {folder}/*/checkpoint_*")
+    newest.write_text(text)
+    return f"{newest.name} was cut short (a full disk?): resuming from its last whole copy ({name})"

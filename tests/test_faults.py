@@ -7,6 +7,7 @@ time. Every case asserts what was kept: each trial finished once, at its T, and 
 trial went on from its latest checkpoint, not from iteration 1.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -221,3 +222,31 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
         same_before = [r for r in rows[:restart] if r["training_iteration"] == resumed["training_iteration"]]
         for before_row in same_before:  # and the kappa phase: where it was at that iteration before
             assert resumed["kappa"]["iteration"] == before_row["kappa"]["iteration"]
+
+
+def test_a_cut_short_experiment_state_is_put_back_from_its_last_whole_copy(tmp_path):
+    """A full disk cuts Tune's experiment_state-*.json short (seen on a 16 MB tmpfs: 40,960 bytes of a
+    longer file). `--resume` puts back the last copy that parsed, which the grid's callback kept; with
+    no such copy it stops with one line instead of letting Tune start the grid afresh."""
+    from kappa_rllib import faults
+
+    whole = json.dumps({"trial_data": [["trial", "state"]], "runner_data": {}})
+    newest = tmp_path / "experiment_state-2026-11-27_22-10-30.json"
+    newest.write_text(whole[:20])
+    with pytest.raises(ValueError, match="is cut short .* no whole copy of it was kept: Tune cannot resume"):
+        faults.repair_state(tmp_path)
+    (tmp_path / faults.STATE_BACKUP).write_text(f"{newest.name}\n{whole}")
+    assert "resuming from its last whole copy" in faults.repair_state(tmp_path)
+    assert newest.read_text() == whole
+    assert faults.repair_state(tmp_path) is None  # whole: nothing to do
+
+
+def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
+    from kappa_rllib import faults
+
+    error = RuntimeError("Traceback (most recent call last):\n  File x\nOSError: [Errno 28] Error writing bytes "
+                         "to file. Detail: [errno 28] No space left on device\n")
+    assert faults.failure_line(error) == ("OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] "
+                                          "No space left on device")
+    assert faults.disk_full(error) and not faults.disk_full(RuntimeError("crash_env: a deliberate error"))
+    assert faults.last_error(object()) is None  # no error file to read: counted as the trial's own code
