@@ -1,0 +1,39 @@
+"""Copies a grid's finished trials here, cut to what `kappa-rllib report` reads (run from the repo root):
+
+    python docs/results/table2/slim.py <the grid's storage>/table2_focused
+
+Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time,
+kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count and mean return.
+"""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).parent / "trials"
+
+
+def slim(row: dict) -> dict:
+    runners = row.get("env_runners", {})
+    return {"training_iteration": row["training_iteration"], "done": row["done"],
+            "time_total_s": row["time_total_s"],
+            "kappa": {k: row["kappa"][k] for k in ("kappa", "variant") if k in row.get("kappa", {})},
+            "env_runners": {k: runners[k] for k in ("episode_returns", "num_env_steps_sampled_lifetime",
+                                                    "episode_return_mean") if k in runners}}
+
+
+def main(experiment: Path) -> None:
+    for result in sorted(experiment.glob("*/*/result.json")):
+        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        if not rows or not rows[-1]["done"]:
+            continue  # unfinished: not archived
+        target = OUT / result.parent.parent.name / result.parent.name
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(result.parent / "params.json", target / "params.json")
+        (target / "result.json").write_text("".join(json.dumps(slim(r), separators=(",", ":")) + "\n" for r in rows))
+        print(target)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
