@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 from kappa_rllib import faults
-from kappa_rllib.faults import DEFAULT_MAX_FAILURES, retry_policy
 
 GRID_SEARCH = "grid_search"
 SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
@@ -145,7 +144,7 @@ def reregister_envs(grids) -> None:
 
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
-        checkpoint_every: int = 0, max_failures: int = DEFAULT_MAX_FAILURES, verbose: int = 1,
+        checkpoint_every: int = 0, max_failures: int = faults.DEFAULT_MAX_FAILURES, verbose: int = 1,
         compact: bool = False) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
@@ -170,7 +169,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             # the head line's time left holds where trials stop at their total_env_steps
             eta = grid.stop == SCHEDULE_STOP
             callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
-        callbacks = [*callbacks, retry_policy(max_failures)]
+        callbacks = [*callbacks, faults.retry_policy(max_failures)]
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
             callbacks.append(faults.state_backup(Path(path)))
         failure_config = tune.FailureConfig(max_failures=max_failures)
