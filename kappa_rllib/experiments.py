@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -145,14 +146,15 @@ def reregister_envs(grids) -> None:
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, max_failures: int = faults.DEFAULT_MAX_FAILURES, verbose: int = 1,
-        compact: bool = False) -> dict:
+        compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
     {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
     `checkpoint_every` iterations (0: only at the end); the last two are kept. A trial whose node is
     lost restarts from its latest checkpoint up to `max_failures` times (-1: unlimited), one whose own
     code raised, once (kappa_rllib.faults). `compact`: Tune
-    prints nothing and kappa_rllib.progress prints one compact table per grid instead."""
+    prints nothing and kappa_rllib.progress prints one compact table per grid instead. `track`: also
+    log every trial to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`."""
     from ray import tune
 
     from kappa_rllib import storage as stores
@@ -172,10 +174,14 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         callbacks = [*callbacks, faults.retry_policy(max_failures)]
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
             callbacks.append(faults.state_backup(Path(path)))
+        if track:
+            from kappa_rllib import tracking
+
+            callbacks += tracking.tune_callbacks(list(track), project_name=tracking.project(track_project),
+                                                 group=grid.name, results_folder=os.getcwd() if stores.is_uri(path) else path)
         failure_config = tune.FailureConfig(max_failures=max_failures)
         if resume and not stores.is_uri(path) and Path(path).is_dir():
-            repaired = faults.repair_state(Path(path))
-            if repaired:
+            for repaired in faults.repair_state(Path(path)):
                 print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
         if resume and tune.Tuner.can_restore(path):
             with _quiet_unstarted_trials():
@@ -217,11 +223,11 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         with _tune_output(new_engine=not compact), _quiet_unstarted_trials():
             try:
                 results[grid.name] = tuner.fit()
-            except (EOFError, OSError) as e:
-                # Tune's summary of the grid reads each failed trial's error.pkl, which a full disk left
-                # empty (EOFError); every checkpoint that was saved whole is still there
-                raise StorageError(f"{path}: writing the grid's files failed ({type(e).__name__}: {e}; is "
-                                   "its disk full?): free space there, then --resume goes on from each "
+            except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
+                # Tune's summary of the grid reads each failed trial's error.pkl and results, which a full
+                # disk left empty or cut short; every checkpoint that was saved whole is still there
+                raise StorageError(f"{path}: writing or reading back the grid's files failed ({type(e).__name__}: "
+                                   f"{e}; is its disk full?): free space there, then --resume goes on from each "
                                    "trial's last complete checkpoint") from None
         if unfinished(results[grid.name]):  # stopped (Ctrl-C / SIGINT): the later grids do not start
             break

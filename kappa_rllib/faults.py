@@ -15,6 +15,8 @@ type (docs/reliability.md, "Faults"):
 
 from __future__ import annotations
 
+from pathlib import Path
+
 # A 10M-frame Atari trial runs ~5-8 h on a GPU. Spot/preemptible machines are interrupted at a few to
 # ~10% per hour, ~0.5-0.8 losses per trial on average; P(more than 10) is below 1e-9 even at 20%/h
 # (Poisson, mean 1.6). Ten keeps every such trial alive and still ends a trial whose nodes keep dying.
@@ -148,10 +150,97 @@ def state_backup(folder):
     return ExperimentStateBackup()
 
 
-def repair_state(folder) -> str | None:
-    """Before `--resume`: a newest experiment state that does not parse is replaced by the last whole
-    copy (STATE_BACKUP); returns what was done, for the user, or None if nothing was needed. Raises
-    ValueError (one line) if there is no whole copy to go back to."""
+def repair_state(folder) -> list[str]:
+    """Before `--resume`, what a full disk may have left in a grid's folder, put right (docs/reliability.md,
+    "Faults"); returns what was done, one line each, for the user:
+
+    1. a newest experiment state cut short: replaced by the last whole copy (STATE_BACKUP); ValueError (one
+       line) if there is none;
+    2. each trial's result.json / progress.csv ending in a row cut short: the partial row dropped, so the
+       resumed rows start on a line of their own;
+    3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
+       been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
+    """
+    done = [line for line in [_put_back_state(folder)] if line]
+    for trial_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for name in ("result.json", "progress.csv"):
+            if _cut_partial_line(trial_dir / name):
+                done.append(f"{trial_dir.name}/{name}: a row cut short dropped")
+    try:
+        done += _point_trials_at_newest_checkpoints(folder)
+    except Exception as e:  # an experiment state this code cannot read: Tune restores it as it is
+        done.append(f"could not check which checkpoint each trial resumes from ({type(e).__name__}: {e})")
+    return done
+
+
+def _cut_partial_line(path) -> bool:
+    """Truncate `path` after its last newline, if it ends in a partial line."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return False
+    with open(path, "r+b") as f:
+        f.truncate(data.rfind(b"\n") + 1)
+    return True
+
+
+def _point_trials_at_newest_checkpoints(folder) -> list[str]:
+    """Rewrites the newest experiment state so that every unfinished trial restores from the newest whole
+    checkpoint in its own folder (`kappa_rllib.checkpoints.latest`), where the state names one that is
+    missing, not whole, or older. Tune's own objects read and write the state (the pinned Ray's layout)."""
+    import json
+
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
+    from ray.tune.experiment.trial import Trial
+
+    from kappa_rllib import checkpoints
+
+    newest = _newest_state(folder)
+    if newest is None:
+        return []
+    state = json.loads(newest.read_text())
+    done = []
+    for row in state.get("trial_data", []):
+        trial = Trial.from_json_state(row[0], stub=True)
+        if trial.status == Trial.TERMINATED:
+            continue
+        trial.restore_run_metadata(row[1])
+        manager = trial.run_metadata.checkpoint_manager
+        named = manager.latest_checkpoint_result.checkpoint.path if manager.latest_checkpoint_result else None
+        trial_dirs = sorted(folder.glob(f"*_{trial.trial_id}_*"))
+        try:
+            found = checkpoints.latest(trial_dirs[0]) if trial_dirs else None
+        except checkpoints.CheckpointError:
+            found = None
+        if found is None or (named is not None and Path(named).resolve() == found):
+            continue
+        own = named is not None and Path(named).resolve().parent == found.parent
+        try:
+            usable = named is not None and checkpoints.check(named) is not None
+        except checkpoints.CheckpointError:
+            usable = False
+        if usable and not (own and Path(named).name < found.name):
+            continue  # a whole checkpoint of its own that is not older, or another trial's (PBT's exploit)
+        iteration = checkpoints.check(found).get("training_iteration", 0)
+        result = _TrainingResult(checkpoint=Checkpoint(str(found)), metrics={"training_iteration": iteration})
+        manager._checkpoint_results = [r for r in manager._checkpoint_results
+                                       if r.checkpoint is not None and Path(r.checkpoint.path).exists()]
+        manager._checkpoint_results.append(result)
+        manager._latest_checkpoint_result = result
+        trial.run_metadata._cached_json = None
+        row[1] = trial.run_metadata.get_json_state()
+        done.append(f"{trial_dirs[0].name}: resumes from {found.name} (iteration {iteration}), its newest whole "
+                    f"checkpoint (the state named {Path(named).name if named else 'none'})")
+    if done:
+        tmp = newest.with_name(newest.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(newest)
+    return done
+
+
+def _put_back_state(folder) -> str | None:
     newest = _newest_state(folder)
     if newest is None or _parses(newest.read_text(errors="replace")):
         return None

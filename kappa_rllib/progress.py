@@ -83,26 +83,28 @@ class CompactProgress(Callback):
         return ", ".join(f"{k} {_cell(v)}" for k, v in params.items()) or trial.trial_id
 
     def _eta(self, trials) -> str:
-        """'; D of T env steps, ~M min left at this pace': T sums every trial's total_env_steps (a
-        failed trial's count as done), the pace is the env steps gained since each trial's first
-        result of this run over the time since the earliest one. Empty without `eta`, before any
-        progress, or when a trial's total is unknown."""
+        """'; D of T env steps, ~M min left at this pace': T sums every trial's total_env_steps, D the
+        env steps each reached; the time left is for the trials still to run (not a failed one's
+        rest), at the env steps gained since each trial's first result of this run over the time
+        since the earliest one. Empty without `eta`, before any progress, or when a trial's total
+        is unknown."""
         if not self.eta:
             return ""
-        done = total = 0
+        done = total = left = 0
         for t in trials:
             config = getattr(t, "config", None)
             steps = config.get("total_env_steps") if isinstance(config, dict) else None
             if not isinstance(steps, (int, float)) or steps <= 0:
                 return ""
             total += steps
-            reached = self.latest.get(t.trial_id, {}).get("env_steps", 0)
-            done += steps if t.status in ("TERMINATED", "ERROR") else min(reached, steps)
+            reached = steps if t.status == "TERMINATED" else min(self.latest.get(t.trial_id, {}).get("env_steps", 0), steps)
+            done += reached
+            left += 0 if t.status in ("TERMINATED", "ERROR") else steps - reached
         gained = sum(self.latest[i]["env_steps"] - s for i, (_, s) in self.first.items())
         elapsed = self.clock() - min((c for c, _ in self.first.values()), default=self.clock())
         text = f"; {_count(done)} of {_count(total)} env steps"
-        if done < total and gained > 0 and elapsed > 0:
-            text += f", {_duration((total - done) / (gained / elapsed))} left at this pace"
+        if left > 0 and gained > 0 and elapsed > 0:
+            text += f", {_duration(left / (gained / elapsed))} left at this pace"
         return text
 
     def table(self, trials) -> str:

@@ -74,7 +74,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
-                break  # a trial killed mid-write leaves a partial last line
+                continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
             # A trial resumed from a checkpoint older than its last result (`tune --resume` after a
             # Ctrl-C or a crash) reports those iterations again: the resumed ones replace the rows
             # (and episodes) of the timeline that was rolled back.

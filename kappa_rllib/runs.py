@@ -196,10 +196,12 @@ def _progress_line(algo: str, row: dict, total_steps: int) -> str:
 
 
 def train(algo: str, config, run_dir, total_steps: int | None = None, log=print, *, algorithm=None,
-          checkpoint_every: int = 10, keep_checkpoints: int = 2, stop: dict | None = None) -> dict:
+          checkpoint_every: int = 10, keep_checkpoints: int = 2, stop: dict | None = None,
+          track: list[str] = (), track_project: str | None = None) -> dict:
     """Trains to the end of the kappa schedule (T env steps), a `stop` rule, or SIGINT/SIGTERM, and
     returns a summary. Checkpoints go to run_dir/checkpoints/ every `checkpoint_every` iterations, at
-    the end and on a stop signal. `algorithm`: a restored one to continue (see `resume`)."""
+    the end and on a stop signal. `algorithm`: a restored one to continue (see `resume`). `track`:
+    also log each result to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`."""
     from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
     from kappa_rllib import checkpoints
@@ -212,6 +214,13 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
     started = time.time()
     returns, row, checkpoint, signals, finished = [], None, None, None, False
     mode = "a" if resumed else "w"
+    tracker = None
+    if track:
+        from kappa_rllib import tracking
+
+        tracker = tracking.RunTracker(list(track), project_name=tracking.project(track_project), run_name=run_dir.name,
+                                      config=config.to_dict(), results_folder=run_dir.parent)
+    failed = True
     try:
         with StopOnSignal() as signals, open(run_dir / "progress.csv", mode, newline="") as f_csv, \
                 open(run_dir / "result.json", mode) as f_json:
@@ -225,6 +234,8 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
                 f_csv.flush()
                 f_json.write(json.dumps(jsonable(result)) + "\n")
                 f_json.flush()
+                if tracker is not None:
+                    tracker.log(result)
                 if not math.isnan(row["episode_return_mean"]):
                     returns.append(row["episode_return_mean"])
                 log(_progress_line(algo, row, total_steps))
@@ -236,8 +247,11 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
                     checkpoint = checkpoints.save_atomic(algorithm, run_dir / "checkpoints", keep_checkpoints)
             if row is not None or resumed:
                 checkpoint = checkpoints.save_atomic(algorithm, run_dir / "checkpoints", keep_checkpoints)
+        failed = False
     finally:
         algorithm.stop()
+        if tracker is not None:
+            tracker.close(failed=failed)
     update_meta(run_dir, finished=finished)
     return {
         "algo": algo,

@@ -300,8 +300,8 @@ def test_compact_progress_says_the_env_steps_done_and_the_time_left_at_the_pace_
     assert printed[-1].splitlines()[0] == ("[tune] g after 70 s: 1 pending, 2 running; 39k of 189k env steps, "
                                            "~25 min left at this pace")
     trials[0].status = "TERMINATED"  # its total counts as done, whatever its last result said
-    trials[2].status = "ERROR"  # a failed trial leaves nothing to run
-    assert progress.table(trials).splitlines()[0].endswith("; 131k of 189k env steps, ~10 min left at this pace")
+    trials[2].status = "ERROR"  # a failed trial leaves nothing to run, and counts what it reached (0)
+    assert progress.table(trials).splitlines()[0].endswith("; 68k of 189k env steps, ~10 min left at this pace")
     from kappa_rllib.progress import _count, _duration
 
     assert [_count(n) for n in (1_000, 39_000, 7_500_000)] == ["1,000", "39k", "7.50M"]

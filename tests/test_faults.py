@@ -79,6 +79,112 @@ def test_a_transient_error_of_the_trials_code_is_retried_and_the_trial_ends_at_t
     assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == 1_000
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MB tmpfs (needs root to mount; CI sets KAPPA_TMPFS_TESTS=required so that it fails, not
+    skips, where it cannot), unmounted at the end."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        if os.environ.get("KAPPA_TMPFS_TESTS") == "required":
+            pytest.fail(f"cannot mount a tmpfs: {mounted.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs (not root?): {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.mark.learning
+def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole_checkpoint(small_disk, tmp_path):
+    """Storage on a 16 MB tmpfs, filled once a trial's third checkpoint is whole: the next save fails
+    part-way (ENOSPC), its retry too, and `tune` stops with one line naming the full folder. The whole
+    checkpoints stay whole and the half-written one is refused. Then the worst a full disk leaves for
+    --resume is made certain: Tune's experiment state as it was at the first checkpoint (a copy older than
+    the trial's last checkpoint, naming one that has since been deleted or is older) and a result row cut
+    short. Space freed, `tune --resume` goes on from the newest whole checkpoint, every result row
+    parses, the trial ends once at T, and `report` reads it. (Without faults.repair_state's checkpoint
+    step it resumes from the stale state's checkpoint or from iteration 1: this test fails.)"""
+    from kappa_rllib import checkpoints
+
+    file = grid_file(tmp_path, "disk", "CartPole-v1", T)
+    grid_dir = small_disk / "disk" / "kappa_pi_dqn"
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    args = [*CLI, "tune", str(file), "--storage", str(small_disk), "--num-cpus", "1", "--checkpoint-every", "2"]
+    job = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    def whole(index: int) -> bool:
+        try:
+            return checkpoints.check(next(grid_dir.glob(f"*/checkpoint_{index:06d}"))) is not None
+        except (StopIteration, checkpoints.CheckpointError):
+            return False
+
+    try:
+        wait_for(lambda: whole(0), "the first checkpoint", job)
+        stale = _newest_state_text(grid_dir)
+        wait_for(lambda: whole(2), "the third checkpoint", job, poll=0.1)
+        fill(small_disk / "filler")
+        output, _ = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    # exit 1 (the trial failed) or 2 (Tune's own summary could not read the error file the disk cut short)
+    end = output[output.rfind("Trials did not complete"):]  # after Tune's logged tracebacks of the trial
+    assert job.returncode in (1, 2), end
+    lines = [x for x in output.splitlines() if "free space there" in x]
+    assert len(lines) == 1, end
+    assert str(small_disk) in lines[0] and "--resume" in lines[0], lines[0]
+    (trial_dir,) = [p for p in grid_dir.iterdir() if p.is_dir()]
+    last_whole = checkpoints.latest(trial_dir)
+    kept = checkpoints.check(last_whole)["training_iteration"]
+    assert kept >= 6
+    for later in sorted(trial_dir.glob("checkpoint_*")):
+        if later.name > last_whole.name:  # the save the disk cut short: never taken for a checkpoint
+            with pytest.raises(checkpoints.CheckpointError):
+                checkpoints.check(later)
+
+    (small_disk / "filler").unlink()
+    newest = sorted(grid_dir.glob("experiment_state-*.json"))[-1]
+    newest.write_text(stale)  # the state as it was at the first checkpoint
+    with open(trial_dir / "result.json", "a") as f:  # a row cut short, if the full disk left none
+        f.write('{"timers": {"training_it')
+    out = tune(file, "--storage", small_disk, "--num-cpus", "1", "--checkpoint-every", "2", "--resume")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert f"resumes from {last_whole.name} (iteration {kept})" in out.stderr, out.stderr[-3000:]
+    lines = (trial_dir / "result.json").read_text().splitlines()
+    rows = [json.loads(x) for x in lines]  # every row parses
+    restarts = [r["training_iteration"] for r in rows if r["iterations_since_restore"] == 1]
+    assert restarts[-1] == kept + 1, ([(r["training_iteration"], r["iterations_since_restore"]) for r in rows], out.stderr[-3000:])  # --resume went on from the newest whole checkpoint
+    assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == T
+    assert sum(r.get("done", False) for r in rows) == 1
+    report = subprocess.run([*CLI, "report", str(small_disk / "disk")], cwd=ROOT, capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr[-2000:]
+
+
+def fill(path: Path) -> None:
+    """Writes `path` until its disk is full (1 MiB blocks, then 4 KiB ones)."""
+    import errno
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for block in (b"\0" * (1 << 20), b"\0" * 4096):
+            try:
+                while True:
+                    os.write(fd, block)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+    finally:
+        os.close(fd)
+
+
+def _newest_state_text(grid_dir: Path) -> str:
+    states = sorted(grid_dir.glob("experiment_state-*.json"))
+    assert states, "no experiment state yet"
+    return states[-1].read_text()
+
+
 # --- node faults on a real multi-node cluster -------------------------------------------------------
 
 from test_cluster import LocalCluster  # noqa: E402  (the cluster tests' two-process cluster)
@@ -119,12 +225,12 @@ def submit(cluster, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=cluster.env)
 
 
-def wait_for(ready, what: str, job: subprocess.Popen, timeout: float = 300) -> None:
+def wait_for(ready, what: str, job: subprocess.Popen, timeout: float = 300, poll: float = 0.5) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         assert job.poll() is None, f"the job ended before {what}: {job.stdout.read()[-3000:]}"
         assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(0.5)
+        time.sleep(poll)
 
 
 def moves(rows: list[dict]) -> list[tuple[str, int]]:
@@ -230,15 +336,16 @@ def test_a_cut_short_experiment_state_is_put_back_from_its_last_whole_copy(tmp_p
     no such copy it stops with one line instead of letting Tune start the grid afresh."""
     from kappa_rllib import faults
 
-    whole = json.dumps({"trial_data": [["trial", "state"]], "runner_data": {}})
+    whole = json.dumps({"trial_data": [], "runner_data": {}})
     newest = tmp_path / "experiment_state-2026-11-27_22-10-30.json"
     newest.write_text(whole[:20])
     with pytest.raises(ValueError, match="is cut short .* no whole copy of it was kept: Tune cannot resume"):
         faults.repair_state(tmp_path)
     (tmp_path / faults.STATE_BACKUP).write_text(f"{newest.name}\n{whole}")
-    assert "resuming from its last whole copy" in faults.repair_state(tmp_path)
+    (line,) = faults.repair_state(tmp_path)
+    assert "resuming from its last whole copy" in line
     assert newest.read_text() == whole
-    assert faults.repair_state(tmp_path) is None  # whole: nothing to do
+    assert faults.repair_state(tmp_path) == []  # whole: nothing to do
 
 
 def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():

@@ -90,3 +90,22 @@ def check_output(option: str, folder) -> None:
         raise UsageError(f"{option} {str(folder)!r}: cannot create the folder ({e.strerror or e})") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {str(folder)!r}: the folder is not writable")
+
+
+def add_track_options(parser) -> None:
+    """`--track wandb|mlflow[,...]` and `--track-project` (kappa_rllib.tracking)."""
+    parser.add_argument("--track", default=None, metavar="wandb|mlflow",
+                        help="also log each run to Weights & Biases and/or MLflow (comma-separated for both; needs "
+                             "pip install 'kappa-rllib[track]'). W&B: WANDB_MODE=offline logs without an account; "
+                             "MLflow: MLFLOW_TRACKING_URI, else a file store in the results folder (mlruns/)")
+    parser.add_argument("--track-project", default=None,
+                        help="the W&B project and MLflow experiment (default: WANDB_PROJECT, else kappa-rllib)")
+
+
+def check_track(args) -> None:
+    """`args.track` parsed into a list of back-ends whose packages are installed (ValueError, one line)."""
+    from kappa_rllib import tracking
+
+    args.track = tracking.parse(args.track) if getattr(args, "track", None) else []
+    args.track_project = getattr(args, "track_project", None)
+    tracking.check_installed(args.track)

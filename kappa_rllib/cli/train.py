@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from kappa_rllib import runs
-from kappa_rllib.cli.common import ALGORITHMS, EXIT_INTERRUPTED, UsageError, check_output, one_line
+from kappa_rllib.cli.common import (ALGORITHMS, EXIT_INTERRUPTED, UsageError, add_track_options, check_output, check_track,
+                                    one_line)
 from kappa_rllib.cli.ray_session import check_address, start_ray
 from kappa_rllib.cli.settings import ALGO_NAMES, add_run_arguments, describe, make_config
 
@@ -25,6 +26,7 @@ def add_parser(sub) -> None:
                        help="continue a stopped `train` run from its newest complete checkpoint to its T "
                             "(the run's own settings; other options are ignored)")
     add_run_arguments(train)
+    add_track_options(train)
 
 
 def main(args) -> int:
@@ -52,6 +54,10 @@ def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
         for algo, config, preset_path in configs:
             print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         return 0, []
+    try:
+        check_track(args)
+    except ValueError as e:
+        raise UsageError(one_line(e)) from None
     check_output("--output", args.output)
     check_address(args)
     start_ray(args, args.torch_threads)
@@ -61,7 +67,8 @@ def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
         print(f"[{algo}] {describe(algo, config, args)}, preset {preset_path or 'none (algorithm defaults)'}")
         print(f"[{algo}] writing to {out_dir.resolve()}")
         summary = runs.train(algo, config, out_dir, int(config.total_env_steps),
-                             checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints)
+                             checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+                             track=args.track, track_project=args.track_project)
         summaries.append(summary)
         code = finish_message(algo, summary, out_dir.resolve())
         if code:
@@ -110,6 +117,7 @@ def train_file_main(args) -> int:
         if algo == "trpo" and config.lambda_ < 1.0:
             algo = "gae"
         check_output("--output", args.output)
+        check_track(args)
         check_address(args)
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(one_line(e)) from None
@@ -118,7 +126,8 @@ def train_file_main(args) -> int:
     print(f"[{algo}] {path}: env {display_id(config.env)}, T {config.total_env_steps} env steps, stop {stop}")
     print(f"[{algo}] writing to {out_dir.resolve()}")
     summary = runs.train(algo, config, out_dir, int(config.total_env_steps), stop=stop,
-                         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints)
+                         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+                         track=args.track, track_project=args.track_project)
     return finish_message(algo, summary, out_dir.resolve())
 
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from kappa_rllib.cli import report as report_verb
-from kappa_rllib.cli.common import EXIT_INTERRUPTED, UsageError, check_output, error, gpu_share, one_line, positive_int
+from kappa_rllib.cli.common import (EXIT_INTERRUPTED, UsageError, add_track_options, check_output, check_track, error,
+                                    gpu_share, one_line, positive_int)
 from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
 from kappa_rllib import faults
 from kappa_rllib.faults import DEFAULT_MAX_FAILURES
@@ -41,6 +42,7 @@ def add_parser(sub) -> None:
                         help=f"restarts of a trial from its latest checkpoint after its node was lost (default "
                              f"{DEFAULT_MAX_FAILURES}; -1: unlimited); an error of the trial's own code is "
                              "retried once, whatever N (docs/reliability.md, Faults)")
+    add_track_options(tune_p)
     add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,
                         help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
@@ -107,6 +109,7 @@ def main(args) -> int:
             check_local_gpus(args)
             experiments.request_gpus(grids, args.gpus_per_trial)
         _check_storage(args)
+        check_track(args)
         check_address(args)
         _check_local_cpus(args, grids)
     except (ValueError, TypeError, OSError, UsageError) as e:
@@ -121,7 +124,7 @@ def main(args) -> int:
     try:
         results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
-                                  compact=not args.verbose)
+                                  compact=not args.verbose, track=args.track, track_project=args.track_project)
     except ValueError as e:
         return error(one_line(e))
     failed = [r for rg in results.values() for r in rg if r.error]
