@@ -83,8 +83,9 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
             rows.append(row)
     if not rows:
         return None
-    episode_returns, steps, curve, kappas, variant = [], [], [], [], "plain"
+    episode_returns, steps, curve, kappas, variant, evaluated = [], [], [], [], "plain", []
     for row in rows:
+        evaluated.append(row.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", float("nan")))
         kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
         runners = row.get("env_runners", {})
         finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
@@ -112,6 +113,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         episode_returns=[float(r) for r in episode_returns],
         steps=np.asarray(steps, dtype=float),
         curve=np.asarray(curve, dtype=float),
+        eval_curve=np.asarray(evaluated, dtype=float) if np.isfinite(evaluated).any() else None,
         env_steps=int(steps[-1]) if steps else 0,
         done=bool(rows[-1].get("done", False)),
         kappa_path=np.asarray(kappas, dtype=float),
@@ -468,17 +470,20 @@ def write_lower_gamma(runs: list[Run], out: Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------------- plots
-def _mean_band(runs: list[Run], points: int = 100):
-    ends = [r.steps[-1] for r in runs if r.steps.size and np.isfinite(r.curve).any()]
+def _mean_band(runs: list[Run], points: int = 100, curve: str = "curve"):
+    """(x, mean, 95% half-width) of the runs' `curve` ("curve": training returns; "eval_curve": RLlib's
+    evaluation) on a common env-step axis; None if no run has a point of it."""
+    curves = [(r.steps, getattr(r, curve)) for r in runs if getattr(r, curve) is not None]
+    ends = [steps[-1] for steps, y in curves if steps.size and np.isfinite(y).any()]
     if not ends:
         return None
     x = np.linspace(0.0, min(ends), points)
     ys = []
-    for r in runs:
-        ok = np.isfinite(r.curve)
+    for steps, y in curves:
+        ok = np.isfinite(y)
         if ok.sum() == 0:
             continue
-        ys.append(np.interp(x, r.steps[ok], r.curve[ok], left=np.nan))
+        ys.append(np.interp(x, steps[ok], y[ok], left=np.nan))
     y = np.asarray(ys)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # points no seed reached yet
@@ -514,6 +519,10 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
                 style = "--" if "baseline" in label else (":" if label.startswith(("naive", "GAE")) else "-")
                 line, = ax.plot(x, mean, style, label=f"{label} (n={len(group)})")
                 ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.15)
+                evaluation = _mean_band(group, curve="eval_curve")
+                if evaluation is not None:  # RLlib's periodic evaluation, beside the training curve
+                    ax.plot(evaluation[0], evaluation[1], style, color=line.get_color(), alpha=0.6, marker=".",
+                            markevery=10, label=f"{label} evaluation")
             title = variant if variant != "plain" else "TRPO / GAE"
             ax.set_title(f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""))
             ax.set_xlabel("env steps")

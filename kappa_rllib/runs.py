@@ -189,10 +189,14 @@ def stop_reached(result: dict, stop: dict) -> bool:
     return False
 
 
-def _progress_line(algo: str, row: dict, total_steps: int) -> str:
-    return (f"[{algo}] steps {row['env_steps']:>8d}/{total_steps}  return {row['episode_return_mean']:8.1f}  "
+def _progress_line(algo: str, row: dict, total_steps: int, result: dict | None = None) -> str:
+    line = (f"[{algo}] steps {row['env_steps']:>8d}/{total_steps}  return {row['episode_return_mean']:8.1f}  "
             f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} ({row['kappa_phase']})  "
             f"{row['env_steps_per_s']:6.0f} steps/s")
+    evaluation = (result or {}).get("evaluation", {}).get("env_runners", {})
+    if "episode_return_mean" in evaluation:  # RLlib's periodic evaluation (its latest)
+        line += f"  eval return {evaluation['episode_return_mean']:8.1f}"
+    return line
 
 
 def train(algo: str, config, run_dir, total_steps: int | None = None, log=print, *, algorithm=None,
@@ -238,7 +242,7 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
                     tracker.log(result)
                 if not math.isnan(row["episode_return_mean"]):
                     returns.append(row["episode_return_mean"])
-                log(_progress_line(algo, row, total_steps))
+                log(_progress_line(algo, row, total_steps, result))
                 finished = bool(result.get("done")) or row["env_steps"] >= total_steps or (
                     bool(stop) and stop_reached(result, stop))
                 if finished:

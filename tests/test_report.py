@@ -126,6 +126,34 @@ def test_a_resumed_trials_replayed_iterations_replace_the_rolled_back_ones(tmp_p
     assert run.done and run.env_steps == 500 and run.score == 50.0
 
 
+def test_evaluation_results_make_a_curve_and_a_row_cut_mid_file_is_skipped(tmp_path):
+    """RLlib's periodic evaluation (evaluation/env_runners/episode_return_mean, repeated between
+    evaluations) becomes the run's eval_curve, drawn beside the training curve; a row a full disk cut
+    short, with the resumed rows after it, is skipped, not the end of the run."""
+    trial = tmp_path / "grid" / "trial"
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
+
+    def row(i, evaluation=None):
+        r = {"training_iteration": i, "kappa": {"variant": "pi"}, "done": i == 4,
+             "env_runners": {"episode_returns": [float(i)], "num_env_steps_sampled_lifetime": 100 * i,
+                             "episode_return_mean": float(i)}}
+        if evaluation is not None:
+            r["evaluation"] = {"env_runners": {"episode_return_mean": evaluation}}
+        return json.dumps(r) + "\n"
+
+    (trial / "result.json").write_text(row(1) + row(2, 10.0) + '{"training_iteration": 3, "env_run\n'
+                                       + row(3, 10.0) + row(4, 20.0))
+    [run] = report.load_runs(tmp_path / "grid")
+    assert run.steps.tolist() == [100, 200, 300, 400] and run.done
+    np.testing.assert_array_equal(run.eval_curve, [np.nan, 10.0, 10.0, 20.0])
+    x, mean, half = report._mean_band([run], points=4, curve="eval_curve")
+    np.testing.assert_allclose(mean, [np.nan, np.nan, 10.0, 20.0])  # x = 0, 133, 267, 400 env steps
+    no_eval = report.load_runs(tmp_path / "grid")[0]
+    no_eval.eval_curve = None
+    assert report._mean_band([no_eval], curve="eval_curve") is None
+
+
 def test_table_means_cis_kappa_best_and_best_marks(results):
     _, out, _ = results
     rows = table_rows(out)

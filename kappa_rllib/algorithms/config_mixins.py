@@ -118,16 +118,25 @@ class RawSamplingMixin:
     def _check_sampling(self) -> None:
         from kappa_rllib.env_runner import RawTransitionEnvRunner
 
+        if self.in_evaluation:  # evaluation samples with RLlib's own episodes (get_evaluation_config_object)
+            return
         if not (isinstance(self.env_runner_cls, type) and issubclass(self.env_runner_cls, RawTransitionEnvRunner)):
             raise ValueError("env_runner_cls must be kappa_rllib.env_runner.RawTransitionEnvRunner (or a subclass)")
-        if self.evaluation_interval:
-            raise ValueError(
-                f"evaluation_interval={self.evaluation_interval!r} is not supported: RLlib's evaluation "
-                "loop expects episode objects, which the raw-transition EnvRunner does not make; the "
-                "reported training returns are per full episode"
-            )
         if "async" in str(self.gym_env_vectorize_mode).lower():
             raise ValueError("gym_env_vectorize_mode must be 'SYNC': the EnvRunner steps the sub-envs itself")
+
+
+    def get_evaluation_config_object(self):
+        """RLlib's evaluation config, sampling with RLlib's own episode-building EnvRunner
+        (`EpisodeReturnsEnvRunner`): RLlib's evaluation loop reads episodes, which the raw-transition
+        EnvRunner does not make. Evaluation EnvRunners are their own: their episodes never reach the
+        learners or the replay buffer, and the kappa schedule counts training env steps only."""
+        from kappa_rllib.env_runner import EpisodeReturnsEnvRunner, RawTransitionEnvRunner
+
+        eval_config = super().get_evaluation_config_object()
+        if eval_config is not None and issubclass(eval_config.env_runner_cls, RawTransitionEnvRunner):
+            eval_config.env_runner_cls = EpisodeReturnsEnvRunner
+        return eval_config
 
 
 class KappaConfigMixin:

@@ -38,6 +38,13 @@ def add_run_arguments(p) -> None:
     p.add_argument("--gamma", type=number("gamma"), default=None)
     p.add_argument("--num-env-runners", type=non_negative_int, default=None,
                    help="remote EnvRunners (0: sample in the driver); default: the preset's (Atari: 2), else 0")
+    p.add_argument("--eval-every", type=non_negative_int, default=0,
+                   help="RLlib's periodic evaluation every N training iterations (default 0: none): --eval-episodes "
+                        "episodes on an evaluation EnvRunner of its own, greedy unless --eval-epsilon; under "
+                        "evaluation/ in result.json, never in training's env steps, replay or kappa schedule")
+    p.add_argument("--eval-episodes", type=positive_int, default=10, help="episodes per evaluation (default 10)")
+    p.add_argument("--eval-epsilon", type=number("eval-epsilon"), default=None,
+                   help="DQN family: evaluate epsilon-greedily with this epsilon (DeepMind's Atari evaluation: 0.05)")
     add_ray_options(p)
     p.add_argument("--output", default="results", help="parent folder of the run folder")
     p.add_argument("--checkpoint-every", type=non_negative_int, default=10,
@@ -116,10 +123,26 @@ def make_config(algo: str, args):
             config.training(gamma=args.gamma)
         config.env_runners(num_env_runners=num_env_runners)
         config.debugging(seed=args.seed)
+        _set_evaluation(config, algo, args)
         config.validate()
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(one_line(e)) from None
     return config, preset_path
+
+
+def _set_evaluation(config, algo: str, args) -> None:
+    """--eval-every / --eval-episodes / --eval-epsilon as RLlib's `config.evaluation(...)`."""
+    every, epsilon = getattr(args, "eval_every", 0), getattr(args, "eval_epsilon", None)
+    if epsilon is not None and (family(algo) != "dqn" or not every):
+        raise ValueError("--eval-epsilon applies to the DQN family with --eval-every N" if every else
+                         "--eval-epsilon needs --eval-every N")
+    if not every:
+        return
+    if epsilon is not None and not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"--eval-epsilon must be in [0, 1], got {epsilon}")
+    overrides = {"explore": False} if epsilon is None else {"explore": True, "epsilon": [(0, epsilon)]}
+    config.evaluation(evaluation_interval=every, evaluation_duration=args.eval_episodes,
+                      evaluation_duration_unit="episodes", evaluation_config=overrides)
 
 
 def describe(algo: str, config, args) -> str:
