@@ -1,7 +1,6 @@
 """What a report is made of: one trial's results (`Run`), one table cell's scores over seeds (`Cell`),
-the paper's score of a run, and the plotting helpers. `report` (the paper's tables) and
-`report_adaptive` (PBT / PB2 populations) both build on these; neither imports the other's work
-back, so the report modules import one way: report -> report_adaptive -> report_data.
+the paper's score of a run, and the plotting helpers. The report package imports one way: its entry
+(`__init__.report`) -> load, tables, iqm, plots, adaptive -> data (iqm and plots also read tables).
 """
 
 from __future__ import annotations

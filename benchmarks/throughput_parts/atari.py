@@ -1,0 +1,166 @@
+"""Atari: kappa = 1 and kappa-PI-DQN with the Atari preset, GPU packing, CUDA graphs, and a profile."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from throughput_parts.common import PeakRSS, Rows, learner_alone_rate, preset_config
+from throughput_parts.minimal import ATARI, minimal_dqn_loop
+
+
+# ----------------------------------------------------------------- Atari
+def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str,
+                   algos: tuple = ("dqn", "kappa-pi")) -> list[tuple]:
+    """kappa = 1 and kappa-PI-DQN (`algos`) on Breakout with the Atari preset beside the minimal
+    single-env loops, env steps/s over `steps` env steps after learning starts."""
+    start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
+    w = dict(ATARI, learning_starts=start_steps)
+    rows = Rows()
+    pairs = [(name, variant, kappa) for name, variant, kappa, algo in
+             [("DQN", None, 1.0, "dqn"), ("kappa-PI-DQN", "pi", ATARI["kappa"], "kappa-pi")] if algo in algos]
+    for name, variant, _ in pairs:
+        with PeakRSS() as mem:
+            rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
+        rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
+    for runners in env_runners:
+        for name, kappa in [("kappa = 1 (DQN)" if k == 1.0 else n, k) for n, _, k in pairs]:
+            config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
+                num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
+            if device.startswith("cuda"):
+                config.learners(num_gpus_per_learner=1)
+            with PeakRSS() as mem:
+                algo = config.build_algo()
+                result, started = {}, None
+                while not result.get("done"):
+                    result = algo.train()
+                    if started is None and result["kappa"]["env_steps"] >= start_steps:
+                        started, at = time.perf_counter(), result["kappa"]["env_steps"]
+                rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
+                ceiling = kappa == 1.0 and runners == env_runners[0]
+                alone = learner_alone_rate(algo, 5) if ceiling else None
+                algo.stop()
+            rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}", rate,
+                         "DQN" if kappa == 1.0 else name, mem.peak,
+                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+            if ceiling:
+                rows.append((f"kappa-rllib {name}, its learner alone on {device} (nothing sampled)", alone, "DQN",
+                             mem.peak, "the ceiling of any sampling layout"))
+    return rows
+
+
+def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device: str) -> list[tuple]:
+    """N kappa-PI-DQN Atari trials at once through Tune (`kappa-rllib tune --gpus-per-trial 1/N`),
+    per N: the aggregate env steps/s after learning starts and the slowest trial's rate."""
+    import tempfile
+
+    from ray import tune
+
+    from kappa_rllib import experiments
+
+    start_steps = ATARI["learning_starts"]
+    rows = Rows()
+    for n in trials_per_gpu:
+        config = preset_config("pi", ATARI["kappa"], ATARI["env"], start_steps + steps, runners=runners).training(
+            num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024,
+        ).debugging(seed=tune.grid_search(list(range(n))))
+        grid = experiments.Grid(f"packing_{n}", config)
+        if device.startswith("cuda"):
+            experiments.request_gpus([grid], 1.0 / n)
+        with tempfile.TemporaryDirectory() as storage, PeakRSS() as mem:
+            result_grid = experiments.run([grid], storage, verbose=0)[grid.name]
+            rates = []
+            for r in result_grid:
+                if r.error is not None:
+                    raise RuntimeError(f"packing trial failed: {r.error}")
+                df = r.metrics_dataframe
+                learning = df[df["kappa/env_steps"] >= start_steps]
+                first, last = learning.iloc[0], learning.iloc[-1]
+                rates.append((last["kappa/env_steps"] - first["kappa/env_steps"])
+                             / (last["time_total_s"] - first["time_total_s"]))
+        share = f"{1 / n:g} GPU" if device.startswith("cuda") else "cpu"
+        rows.append((f"{n} kappa-PI-DQN trial(s) at once, {share} + {runners} EnvRunner(s) each", sum(rates),
+                     "kappa-PI-DQN", mem.peak, f"aggregate; slowest trial {min(rates):.0f}/s"))
+    return rows
+
+
+def workload_graphs(device: str, updates: int = 64, calls: int = 5) -> list[tuple]:
+    """kappa-PI-DQN's learner alone on Atari-shaped minibatches (the Atari preset's Nature CNN,
+    batch 32, uint8 frames), eager and as CUDA graphs: per gradient step, the host's kernel
+    launches (CUDA runtime launch calls, graph launches included, counted by torch.profiler) and
+    the wall time of a fused call of `updates` steps (one target pass, as in an improvement phase).
+    Rows are gradient steps/s."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core.learner.training_data import TrainingData
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    from kappa_rllib.envs import make_env
+
+    rng = np.random.default_rng(0)
+    n = updates * 32
+    frames = lambda: rng.integers(0, 256, size=(n, 84, 84, 4), dtype=np.uint8)  # noqa: E731
+    batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch({
+        "obs": frames(), "new_obs": frames(), "actions": rng.integers(0, 4, size=n),
+        "rewards": rng.choice([0.0, 1.0], size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
+    })}, env_steps=n)
+    program = {"runs": [(DEFAULT_MODULE_ID, updates, [])], "minibatch_size": 32}
+    rows = Rows()
+    for graphs in (False, True):
+        config = preset_config("pi", ATARI["kappa"], ATARI["env"], 10_000_000).training(cuda_graphs=graphs)
+        if device.startswith("cuda"):
+            config.learners(num_gpus_per_learner=1)
+        learner = config.build_learner(env=make_env(ATARI["env"]))
+        call = lambda: learner.update(training_data=TrainingData(batch=batch), fused_update=program)  # noqa: E731
+        call()  # capture (graphs) and warm-up
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        sync()
+        rate = calls * updates / (time.perf_counter() - start)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+        with profile(activities=activities) as prof:
+            call()
+            sync()
+        launches = sum(e.count for e in prof.key_averages()
+                       if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+                                    "cudaGraphLaunch", "cudaMemcpyAsync"))
+        layout = sum(e.count for e in prof.key_averages() if "nchwToNhwc" in e.key or "nhwcToNchw" in e.key)
+        label = "CUDA graph" if graphs else "eager"
+        rows.append((f"kappa-PI-DQN learner alone, {label}, {device} (gradient steps/s)", rate, "graphs", 0,
+                     f"{launches / updates:.1f} launches per step; {layout} layout conversions in {updates} steps; "
+                     f"graph off: {learner._graph_off}"))
+        del learner
+    return rows
+
+
+def profile_atari(device: str, runners: int, iterations: int = 3) -> None:
+    """torch.profiler over `iterations` training iterations of kappa-PI-DQN on Atari (learning
+    already started), printed as the ops that take the most device (or CPU) time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start_steps = ATARI["learning_starts"]
+    config = preset_config("pi", ATARI["kappa"], ATARI["env"], 10_000_000, runners=runners).training(
+        num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
+    cuda = device.startswith("cuda")
+    if cuda:
+        config.learners(num_gpus_per_learner=1)
+    algo = config.build_algo()
+    while algo.train()["kappa"]["env_steps"] < start_steps + 2048:
+        pass
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(iterations):
+            algo.train()
+        if cuda:
+            torch.cuda.synchronize()
+    algo.stop()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=key, row_limit=25))
+    if cuda:
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))

@@ -1,0 +1,89 @@
+"""`kappa-rllib report`: the paper's tables and figures from a folder of Tune results.
+
+Reads what Tune wrote (every trial folder holding `params.json` and `result.json`), re-runs
+nothing, and writes:
+
+* `table.md`, `table.csv`, `table.tex` - per environment (and C_FA) the paper's Table 1/2
+  columns: kappa_best, kappa = 0, the kappa = 1 baseline (DQN / TRPO), the naive N_kappa = T
+  schedule at its best kappa, GAE at its best lambda; each cell mean +- 1.96 std / sqrt(n) over
+  seeds with n, the best entries in bold (every cell whose interval overlaps the best one's, as
+  the paper marks ties), and the paper's number for the same cell beside it where it has one
+  (`kappa_rllib/data/paper_tables.csv`).
+* `iqm.md`, `iqm.csv` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
+  (`rliable`), per environment and, where every environment has the same seeds per cell,
+  aggregated over environments on min-max normalised scores.
+* `lower_gamma.md` - runs with a discount other than the main one (the paper's Fig. 3).
+* `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
+  kappa = 1 baseline dashed), x = env steps; `heatmap_<env>_<variant>.png` - final score over
+  kappa x C_FA where C_FA varies.
+* `scores.csv` - every run's settings and score.
+
+A run's score is the paper's final training performance: the mean raw return of the last 10%
+of its training episodes (at least one), from the per-episode returns every iteration reports
+(`env_runners/episode_returns`; Atari returns are raw full-game scores, not clipped, not per life).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kappa_rllib.report import adaptive
+from kappa_rllib.report.data import LAST_FRACTION, Z95, Cell, Run, final_score
+from kappa_rllib.report.iqm import IQM_INSTALL, iqm_unavailable, iqm_with_ci, write_iqm
+from kappa_rllib.report.load import load_paper_tables, load_runs
+from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps, write_lower_gamma
+from kappa_rllib.report.tables import EnvTable, build_tables, main_gamma, write_scores, write_tables
+
+__all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "Z95", "build_tables", "final_score",
+           "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
+           "write_curves", "write_heatmaps", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "_mean_band"]
+
+
+def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
+           notes: list | None = None) -> list[Path]:
+    """Writes every output for the Tune results under `root` into `out` (default: root/report);
+    returns the paths written. Trials that have not reported `done` (still running, stopped or
+    failed) are left out of everything but scores.csv unless `include_unfinished`.
+    Raises ValueError if `root` holds no trial results. If rliable cannot be imported, the IQM files
+    are skipped, everything else is written, and one line saying why is appended to `notes`. A bucket URI `root` (s3://...) is read
+    through a local mirror of its result files, `out`/results (`out` default: ./<name>_report)."""
+    from kappa_rllib import storage
+
+    if storage.is_uri(root):
+        out = Path(out) if out else Path(str(root).rstrip("/").rsplit("/", 1)[-1] + "_report")
+        root = storage.mirror_results(str(root), out / "results")
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"experiment folder {str(root)!r} does not exist")
+    runs = load_runs(root)
+    if not runs:
+        raise ValueError(f"{root}: no trial results found (no params.json + result.json)")
+    out = Path(out) if out else root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [write_scores(runs, out, root)]
+    unfinished = sum(not r.done for r in runs)
+    if not include_unfinished:
+        runs = [r for r in runs if r.done]
+        if not runs:
+            raise ValueError(f"{root}: no trial has finished yet ({unfinished} running or stopped); "
+                             "pass --include-unfinished to report them anyway")
+    members = [r for r in runs if r.population]  # adaptive kappa: reported apart (report/adaptive.py)
+    runs = [r for r in runs if not r.population]
+    if members:
+        paths += adaptive.write(members, runs, out)
+        if not runs:
+            return paths
+    tables = build_tables(runs)
+    paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished)
+    missing = iqm_unavailable()
+    if missing is None:
+        paths += write_iqm(tables, out, reps)
+    elif notes is not None:
+        notes.append(f"iqm.md/iqm.csv skipped: rliable does not import ({missing}); install a working set "
+                     f"with: {IQM_INSTALL}")
+    lower = write_lower_gamma(runs, out)
+    if lower:
+        paths.append(lower)
+    paths += write_curves(runs, tables, out)
+    paths += write_heatmaps(runs, out)
+    return paths

@@ -1,0 +1,101 @@
+"""Interquartile means with 95% stratified-bootstrap CIs (`rliable`): `iqm.md`, `iqm.csv`."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from kappa_rllib.report.tables import EnvTable, _param_name
+
+
+IQM_INSTALL = "pip install rliable 'arch>=7.2,<8' 'statsmodels>=0.14.4,<0.16' 'pandas>=2.2.3,<3'"
+
+
+def iqm_unavailable() -> str | None:
+    """Why rliable cannot run here (None if it can): a missing package, or one that fails at import
+    (e.g. an arch/statsmodels/pandas mismatch raising TypeError inside statsmodels)."""
+    try:
+        from rliable import library, metrics  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - any import failure of the stack means "no IQM", not a crash
+        return f"{type(e).__name__}: {' '.join(str(e).split())}"
+    return None
+
+
+def iqm_with_ci(score_dict: dict, reps: int = 2000, seed: int = 0) -> dict:
+    """{label: (IQM, lower, upper)} by rliable over an (n_runs x n_tasks) array per label."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    np.random.seed(seed)  # rliable's bootstrap draws from numpy's global generator
+    points, intervals = rly.get_interval_estimates(
+        score_dict, lambda scores: np.array([metrics.aggregate_iqm(scores)]), reps=reps
+    )
+    return {k: (float(points[k][0]), float(intervals[k][0][0]), float(intervals[k][1][0])) for k in score_dict}
+
+
+def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000) -> list[Path]:
+    lines = ["# Interquartile mean (rliable), 95% stratified-bootstrap CIs", "",
+             "| env | cell | IQM | 95% CI | n |", "|---|---|---|---|---|"]
+    rows_csv = []
+    per_env: dict = defaultdict(dict)
+    for t in tables:
+        label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
+        score_dict = {}
+        for variant, cols in t.rows.items():
+            for column, cell in cols.items():
+                if cell.n:
+                    name = (f"{variant} " if variant else "") + column + (
+                        f" ({_param_name(column)}={cell.param:g})" if cell.param is not None else "")
+                    score_dict[name] = cell.scores.reshape(-1, 1)
+                    per_env[(variant, column)][label] = cell.scores
+        if not score_dict:
+            continue
+        for name, (iqm, lo, hi) in iqm_with_ci(score_dict, reps).items():
+            n = score_dict[name].shape[0]
+            lines.append(f"| {label} | {name} | {iqm:.1f} | [{lo:.1f}, {hi:.1f}] | {n} |")
+            rows_csv.append({"env": label, "cell": name, "iqm": iqm, "ci_low": lo, "ci_high": hi, "n": n})
+    aggregate = _normalised_aggregate(per_env, tables)
+    if aggregate:
+        lines += ["", "Aggregate over environments (scores min-max normalised per environment over all its "
+                  "runs in the table):", "", "| cell | IQM | 95% CI | envs |", "|---|---|---|---|"]
+        for name, (iqm, lo, hi, k) in aggregate.items():
+            lines.append(f"| {name} | {iqm:.3f} | [{lo:.3f}, {hi:.3f}] | {k} |")
+            rows_csv.append({"env": "ALL (normalised)", "cell": name, "iqm": iqm, "ci_low": lo, "ci_high": hi, "n": k})
+    paths = [out / "iqm.md", out / "iqm.csv"]
+    paths[0].write_text("\n".join(lines) + "\n")
+    with open(paths[1], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["env", "cell", "iqm", "ci_low", "ci_high", "n"])
+        writer.writeheader()
+        writer.writerows(rows_csv)
+    return paths
+
+
+def _normalised_aggregate(per_env: dict, tables: list[EnvTable]) -> dict:
+    """IQM over environments of min-max normalised scores, for cells present in >= 2 environments
+    with the same number of seeds in each (rliable needs a runs x tasks array)."""
+    bounds = {}
+    for t in tables:
+        label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
+        allscores = np.concatenate([c.scores for cols in t.rows.values() for c in cols.values() if c.n] or [np.zeros(1)])
+        bounds[label] = (allscores.min(), allscores.max())
+    score_dict, envs_of = {}, {}
+    for (variant, column), by_env in per_env.items():
+        sizes = {s.size for s in by_env.values()}
+        if len(by_env) < 2 or len(sizes) != 1:
+            continue
+        columns = []
+        for label, scores in sorted(by_env.items()):
+            lo, hi = bounds[label]
+            columns.append((scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores))
+        name = (f"{variant} " if variant else "") + column
+        score_dict[name] = np.stack(columns, axis=1)
+        envs_of[name] = len(by_env)
+    if not score_dict:
+        return {}
+    return {k: (*v, envs_of[k]) for k, v in iqm_with_ci(score_dict).items()}
+
+
+# ----------------------------------------------------------------------------------- lower gamma

@@ -1,0 +1,106 @@
+"""Loading what Tune wrote: every trial folder with `params.json` and `result.json` becomes a `Run`;
+the paper's own numbers from `kappa_rllib/data/paper_tables.csv`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kappa_rllib.report.data import Run
+
+
+PAPER_TABLES = Path(__file__).resolve().parents[1] / "data" / "paper_tables.csv"
+_ENV_PREFIX = "kappa_rllib:"
+
+
+def load_runs(root) -> list[Run]:
+    """Every trial under `root` (any depth) with a params.json and a result.json."""
+    runs = []
+    for result_file in sorted(Path(root).rglob("result.json")):
+        params_file = result_file.with_name("params.json")
+        if not params_file.is_file():
+            continue
+        run = _load_run(params_file, result_file)
+        if run is not None:
+            runs.append(run)
+    return runs
+
+
+def _load_run(params_file: Path, result_file: Path) -> Run | None:
+    params = json.loads(params_file.read_text())
+    rows = []
+    for line in result_file.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
+            # A trial resumed from a checkpoint older than its last result (`tune --resume` after a
+            # Ctrl-C or a crash) reports those iterations again: the resumed ones replace the rows
+            # (and episodes) of the timeline that was rolled back.
+            while rows and row.get("training_iteration", math.inf) <= rows[-1].get("training_iteration", -math.inf):
+                rows.pop()
+            rows.append(row)
+    if not rows:
+        return None
+    episode_returns, steps, curve, kappas, variant, evaluated = [], [], [], [], "plain", []
+    for row in rows:
+        evaluated.append(row.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", float("nan")))
+        kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
+        runners = row.get("env_runners", {})
+        finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
+        episode_returns.extend(finished if isinstance(finished, list) else [finished])
+        steps.append(runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime", 0)))
+        curve.append(runners.get("episode_return_mean", float("nan")))
+        variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
+    family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
+              else "dqn")
+    is_kappa = variant != "plain"
+    if variant == "kappa-pi" and params.get("phi_fit", "every_batch") != "every_batch":
+        variant += f" (phi_fit={params['phi_fit']})"  # kappa-PI-TRPO's V_phi schedule ablation
+    lambda_ = None if is_kappa else float(params.get("lambda", params.get("lambda_", 1.0)))
+    return Run(
+        path=str(result_file.parent),
+        env=str(params.get("env", "?")).removeprefix(_ENV_PREFIX),
+        family=family,
+        variant=variant,
+        kappa=float(params["kappa"]) if is_kappa else 1.0,
+        c_fa=float(params["c_fa"]) if is_kappa else None,
+        naive=bool(params.get("naive_schedule", False)) if is_kappa else False,
+        gamma=float(params.get("gamma", 0.99)),
+        lambda_=lambda_,
+        seed=int(params.get("seed") or 0),
+        episode_returns=[float(r) for r in episode_returns],
+        steps=np.asarray(steps, dtype=float),
+        curve=np.asarray(curve, dtype=float),
+        eval_curve=np.asarray(evaluated, dtype=float) if np.isfinite(evaluated).any() else None,
+        env_steps=int(steps[-1]) if steps else 0,
+        done=bool(rows[-1].get("done", False)),
+        kappa_path=np.asarray(kappas, dtype=float),
+        population=_population(result_file.parent.parent),
+    )
+
+
+def _population(experiment: Path) -> str | None:
+    """The population a trial folder's experiment is (its name), if it is one: `kappa-rllib tune`
+    marks it (kappa_rllib.storage.POPULATION_MARKER); Tune's PBT / PB2 also log pbt_global.txt
+    there once they have moved a member (other tools' populations)."""
+    from kappa_rllib.storage import POPULATION_MARKER
+
+    if (experiment / POPULATION_MARKER).is_file() or (experiment / "pbt_global.txt").is_file():
+        return experiment.name
+    return None
+
+
+def load_paper_tables() -> dict:
+    """{(env, row, column): (mean, ci, param, bold)} from the paper's Tables 1 and 2."""
+    out = {}
+    with open(PAPER_TABLES) as f:
+        for r in csv.DictReader(f):
+            out[(r["env"], r["row"], r["column"])] = (float(r["mean"]), float(r["ci"]), float(r["param"]), r["bold"] == "1")
+    return out

@@ -1,0 +1,260 @@
+"""The paper's Tables 1 and 2 from runs: cells per environment and C_FA, best marks, and the
+`table.md` / `table.csv` / `table.tex` and `scores.csv` files."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from kappa_rllib.report.data import Cell, Run
+
+
+PAPER_C_FA = {"dqn": 0.05, "trpo": 0.2}  # the C_FA of the paper's Tables 1 and 2 (at gamma 0.99)
+
+# Cell columns of the paper's Tables 1 and 2, in order.
+COLUMNS = ("kappa_best", "kappa_0", "baseline", "naive", "gae")
+COLUMN_TITLES = {
+    "kappa_best": "kappa_best", "kappa_0": "kappa = 0", "baseline": "{base}, kappa = 1",
+    "naive": "N_kappa = T, kappa_best", "gae": "GAE, lambda_best",
+}
+
+
+# ----------------------------------------------------------------------------------- tables
+@dataclasses.dataclass
+class EnvTable:
+    """The paper's table rows for one environment at one C_FA."""
+
+    env: str
+    family: str
+    c_fa: float | None
+    gamma: float
+    rows: dict  # variant -> {column: Cell}; shared columns (baseline, gae) under variant ""
+    best: set  # {(variant, column)} marked best (ties included)
+    every: list = dataclasses.field(default_factory=list)  # (row name, kappa or lambda, Cell) for every value run
+
+
+def _kappa_variants(runs: list[Run]) -> list[str]:
+    """The kappa variants among `runs`: kappa-pi, kappa-vi, then others (e.g. a phi_fit setting)."""
+    found = {r.variant for r in runs if r.variant != "plain"}
+    return sorted(found, key=lambda v: (v not in ("kappa-pi", "kappa-vi"), v))
+
+
+def _dedupe_by_seed(runs: list[Run]) -> list[Run]:
+    seen, out = set(), []
+    for r in runs:
+        if r.seed not in seen:
+            seen.add(r.seed)
+            out.append(r)
+    return out
+
+
+def _param_cells(runs: list[Run], param) -> list[Cell]:
+    by_param = defaultdict(list)
+    for r in runs:
+        by_param[param(r)].append(r.score)
+    return [Cell(np.asarray(s), p) for p, s in sorted(by_param.items())]
+
+
+def _best_param_cell(runs: list[Run], param) -> Cell | None:
+    cells = _param_cells(runs, param)
+    return max(cells, key=lambda c: c.mean) if cells else None
+
+
+def main_gamma(runs: list[Run]) -> float:
+    """The discount most runs use (the paper's 0.99); other values form the lower-gamma study."""
+    counts = defaultdict(int)
+    for r in runs:
+        counts[r.gamma] += 1
+    return max(sorted(counts), key=lambda g: (counts[g], g))
+
+
+def _by_env(runs: list[Run]):
+    """(env, its scored runs, its main gamma) for every env, in order."""
+    for env in sorted({r.env for r in runs}):
+        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
+        if env_runs:
+            yield env, env_runs, main_gamma(env_runs)
+
+
+def build_tables(runs: list[Run]) -> list[EnvTable]:
+    """One EnvTable per (env, C_FA) among the runs at the main gamma."""
+    tables = []
+    for env, env_runs, gamma in _by_env(runs):
+        env_runs = [r for r in env_runs if r.gamma == gamma]
+        family = env_runs[0].family
+        order = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
+        baseline = _dedupe_by_seed(sorted((r for r in env_runs if r.is_baseline),
+                                          key=lambda r: order.get(r.variant, len(order))))
+        gae = _best_param_cell([r for r in env_runs if r.is_gae], lambda r: r.lambda_)
+        c_fas = sorted({r.c_fa for r in env_runs if r.c_fa is not None}) or [None]
+        for c_fa in c_fas:
+            rows: dict = {"": {}}
+            every = [("baseline", 1.0, Cell(np.asarray([r.score for r in baseline]), 1.0))] if baseline else []
+            every += [("gae", c.param, c) for c in _param_cells([r for r in env_runs if r.is_gae], lambda r: r.lambda_)]
+            if baseline:
+                rows[""]["baseline"] = Cell(np.asarray([r.score for r in baseline]), 1.0)
+            if gae:
+                rows[""]["gae"] = gae
+            for variant in _kappa_variants(env_runs):
+                mine = [r for r in env_runs if r.variant == variant and r.c_fa == c_fa]
+                if not mine:
+                    continue
+                cells = {}
+                # kappa_best is taken over kappa < 1: a kappa algorithm at kappa = 1 is DQN / TRPO,
+                # the baseline column, and would make kappa_best >= baseline by construction
+                regular = [r for r in mine if not r.naive and not r.is_baseline]
+                best = _best_param_cell(regular, lambda r: r.kappa)
+                if best:
+                    cells["kappa_best"] = best
+                zero = [r.score for r in regular if r.kappa == 0.0]
+                if zero:
+                    cells["kappa_0"] = Cell(np.asarray(zero), 0.0)
+                naive = _best_param_cell([r for r in mine if r.naive], lambda r: r.kappa)
+                if naive:
+                    cells["naive"] = naive
+                if cells:  # (a variant run only at kappa = 1 has only the baseline column)
+                    rows[variant] = cells
+                every += [(variant, c.param, c) for c in _param_cells(regular, lambda r: r.kappa)]
+                every += [(f"{variant} naive", c.param, c) for c in _param_cells([r for r in mine if r.naive],
+                                                                                 lambda r: r.kappa)]
+            if len(rows) == 1 and not rows[""]:
+                continue
+            tables.append(EnvTable(env, family, c_fa, gamma, rows, _best_marks(rows), every))
+    return tables
+
+
+def _best_marks(rows: dict) -> set:
+    cells = [(v, c, cell) for v, cols in rows.items() for c, cell in cols.items() if cell.n]
+    if not cells:
+        return set()
+    top = max(cells, key=lambda t: t[2].mean)[2]
+    return {(v, c) for v, c, cell in cells if cell is top or cell.overlaps(top)}
+
+
+def _param_name(column: str) -> str:
+    return "lambda" if column == "gae" else "kappa"
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _cell_text(cell: Cell, column: str, with_param: bool) -> str:
+    text = f"{_fmt(cell.mean)} +- {_fmt(cell.ci)} (n={cell.n})"
+    if with_param and cell.param is not None:
+        text += f", {_param_name(column)}={cell.param:g}"
+    return text
+
+
+def _table_lines(tables: list[EnvTable], paper: dict):
+    """(table, env label, row label, {column: (cell, text, bold, paper text)}) per printed row."""
+    for t in tables:
+        label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
+        variants = [v for v in t.rows if v] or [""]
+        for i, variant in enumerate(variants):
+            cols = {}
+            for column in COLUMNS:
+                owner = "" if column in ("baseline", "gae") else variant
+                if owner == "" and i > 0:
+                    continue  # shared cells are printed on the environment's first row, as in the paper
+                cell = t.rows.get(owner, {}).get(column)
+                if cell is None:
+                    continue
+                same_setup = t.family in PAPER_C_FA and t.gamma == 0.99 and t.c_fa in (None, PAPER_C_FA[t.family])
+                p = paper.get((t.env, owner, column)) if same_setup else None
+                p_text = ""
+                if p:
+                    p_text = f"{p[0]:g} +- {p[1]:g}"
+                    if column not in ("kappa_0", "baseline"):
+                        p_text += f", {_param_name(column)}={p[2]:g}"
+                cols[column] = (cell, _cell_text(cell, column, column not in ("kappa_0", "baseline")),
+                                (owner, column) in t.best, p_text)
+            yield t, label, variant or "-", cols
+
+
+def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0) -> list[Path]:
+    base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
+    header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
+    md = ["# Final training performance",
+          "",
+          "Score of a run: mean return over its last 10% of training episodes. Cells: mean +- 1.96 std / sqrt(n) "
+          "over seeds (n seeds). **Bold**: the best cell of the environment and every cell whose interval "
+          "overlaps it. `paper:` the paper's Table 1/2 value for the same cell (MuJoCo v2 there, v5 here).",
+          ""]
+    if left_out:
+        md += [f"{left_out} unfinished trial(s) (not `done`: running, stopped or failed) are left out; "
+               "see scores.csv.", ""]
+    rows_csv = []
+    tex = ["\\begin{tabular}{l|l|" + "c|" * (len(COLUMNS) - 1) + "c}", "\\hline",
+           "Domain & Alg. & $\\kappa_{\\mathrm{best}}$ & $\\kappa=0$ & baseline, $\\kappa=1$ & "
+           "$N_\\kappa=T$, $\\kappa_{\\mathrm{best}}$ & GAE, $\\lambda_{\\mathrm{best}}$ \\\\ \\hline"]
+    last_family = None
+    for t, label, variant, cols in _table_lines(tables, paper):
+        if t.family != last_family:
+            md += ["| env | alg. | " + " | ".join(header_cols(t.family)) + " |",
+                   "|---|---|" + "---|" * len(COLUMNS)]
+            last_family = t.family
+        md_cells, tex_cells = [], []
+        for column in COLUMNS:
+            if column not in cols:
+                md_cells.append("")
+                tex_cells.append("")
+                continue
+            cell, text, bold, p_text = cols[column]
+            md_cells.append((f"**{text}**" if bold else text) + (f"<br>paper: {p_text}" if p_text else ""))
+            tex_text = text.replace("+-", "$\\pm$").replace("kappa=", "$\\kappa$=").replace("lambda=", "$\\lambda$=")
+            tex_cells.append(f"\\textbf{{{tex_text}}}" if bold else tex_text)
+            rows_csv.append({
+                "env": t.env, "c_fa": "" if t.c_fa is None else t.c_fa, "gamma": t.gamma,
+                "row": "" if column in ("baseline", "gae") else variant, "column": column,
+                "param": "" if cell.param is None else cell.param, "n": cell.n, "mean": cell.mean, "ci95": cell.ci,
+                "best": int(bold), "paper": p_text,
+            })
+        md.append(f"| {label} | {variant} | " + " | ".join(md_cells) + " |")
+        tex.append(f"{label} & {variant} & ".replace("_", "\\_") + " & ".join(tex_cells) + " \\\\")
+    md += ["", "## Every cell (not only the best)", "", "| env | alg. | C_FA | kappa / lambda | score | n |",
+           "|---|---|---|---|---|---|"]
+    shown = set()
+    for t in tables:
+        for name, param, cell in t.every:
+            if name in ("baseline", "gae"):  # shared by the env's C_FA tables: once per env
+                if (t.env, name, param) in shown:
+                    continue
+                shown.add((t.env, name, param))
+            c_fa = "" if t.c_fa is None or name in ("baseline", "gae") else f"{t.c_fa:g}"
+            md.append(f"| {t.env} | {name} | {c_fa} | {param:g} | {_fmt(cell.mean)} +- {_fmt(cell.ci)} | {cell.n} |")
+    tex += ["\\hline", "\\end{tabular}"]
+    paths = [out / "table.md", out / "table.csv", out / "table.tex"]
+    paths[0].write_text("\n".join(md) + "\n")
+    with open(paths[1], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["env", "c_fa", "gamma", "row", "column", "param", "n", "mean",
+                                               "ci95", "best", "paper"])
+        writer.writeheader()
+        writer.writerows(rows_csv)
+    paths[2].write_text("\n".join(tex) + "\n")
+    return paths
+
+
+# ----------------------------------------------------------------------------------- IQM
+# The set pyproject.toml pins for rliable (arch < 8 needs pandas < 3; statsmodels pinned with them).
+
+
+def write_scores(runs: list[Run], out: Path, root: Path | None = None) -> Path:
+    """One row per trial; its `path` relative to the experiment folder `root` (where given), so the
+    file means the same wherever the folder is moved or published."""
+    path = out / "scores.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["env", "family", "variant", "kappa", "c_fa", "naive", "gamma", "lambda", "seed",
+                         "episodes", "env_steps", "done", "score", "path"])
+        for r in runs:
+            writer.writerow([r.env, r.family, r.variant, r.kappa, r.c_fa, r.naive, r.gamma, r.lambda_, r.seed,
+                             len(r.episode_returns), r.env_steps, r.done, r.score,
+                             os.path.relpath(r.path, root) if root is not None else r.path])
+    return path
