@@ -23,8 +23,13 @@ from dataclasses import dataclass
 
 PHI_MODULE_ID = "kappa_phi"
 PHI_SHAPING_MODULE_ID = "kappa_phi_shaping"
-# A step of a fused kappa-DQN learner program that is no gradient step: kappa-VI's phi <- theta.
+# kappa-DQN's phi <- theta as a plain program tuple's module id (kappa_dqn/learner_program.py types it).
 COPY_THETA_TO_PHI = "copy_theta_to_phi"
+
+# Where kappa-DQN's V_phi(s') reads Q_phi (the torch learner's `v_phi`): the paper's Algorithms 5 and 6,
+# or the authors' code (the target Q'_phi at the online Q_theta's greedy action).
+V_PHI_PAPER, V_PHI_AUTHORS = "paper", "authors"
+V_PHI_SOURCES = (V_PHI_PAPER, V_PHI_AUTHORS)
 
 PI, VI = "pi", "vi"
 VARIANTS = (PI, VI)

@@ -47,7 +47,7 @@ def test_a_cpu_learner_steps_eagerly():
     learner = atari_config().build_learner(env=make_env(ENV))
     assert learner._graph_off == "the learner is on the CPU"
     learner.update(training_data=TrainingData(batch=frames_batch(2, seed=0)),
-                   fused_update={"runs": [(DEFAULT_MODULE_ID, 2, [1])], "minibatch_size": SIZE})
+                   fused_update={"program": [(DEFAULT_MODULE_ID, 2, [1])], "minibatch_size": SIZE})
     assert learner._graphs == {}
 
 
@@ -76,7 +76,7 @@ def gpu_learner(config_cls, graphs: bool, state=None):
 def run(learner, runs, seed):
     k = sum(n for _, n, _ in runs)
     return learner.update(training_data=TrainingData(batch=frames_batch(k, seed)),
-                          fused_update={"runs": runs, "minibatch_size": SIZE})
+                          fused_update={"program": runs, "minibatch_size": SIZE})
 
 
 def weights(learner):

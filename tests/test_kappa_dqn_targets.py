@@ -172,7 +172,7 @@ def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
     data = random_transitions(k * size, seed=4)
     batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * size)
     results = fused.update(training_data=TrainingData(batch=batch), fused_update={
-        "module_id": module_id, "num_updates": k, "minibatch_size": size, "target_syncs": [2]})
+        "program": [(module_id, k, [2])], "minibatch_size": size})
     value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
     assert value(results[module_id]["num_updates"]) == k
     assert np.isfinite(value(results[module_id]["qf_loss"]))
@@ -209,7 +209,7 @@ def test_fused_program_equals_its_runs_one_call_each():
     k, size = sum(n for _, n, _ in runs), 8
     data = random_transitions(k * size, seed=7)
     results = program.update(training_data=TrainingData(batch=MultiAgentBatch(
-        {DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * size)), fused_update={"runs": runs, "minibatch_size": size})
+        {DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * size)), fused_update={"program": runs, "minibatch_size": size})
     value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
     assert value(results[DEFAULT_MODULE_ID]["num_updates"]) == 5 and value(results[PHI_MODULE_ID]["num_updates"]) == 3
     row = 0
@@ -219,8 +219,7 @@ def test_fused_program_equals_its_runs_one_call_each():
             continue
         part = {c: v[row * size : (row + n) * size] for c, v in data.items()}
         one_by_one.update(training_data=TrainingData(batch=MultiAgentBatch({module_id: SampleBatch(part)}, env_steps=n * size)),
-                          fused_update={"module_id": module_id, "num_updates": n, "minibatch_size": size,
-                                        "target_syncs": syncs})
+                          fused_update={"program": [(module_id, n, syncs)], "minibatch_size": size})
         row += n
     for module_id in (DEFAULT_MODULE_ID, PHI_MODULE_ID):
         a, b = program.module[module_id].get_state(), one_by_one.module[module_id].get_state()
@@ -247,8 +246,7 @@ def test_lr_schedule_follows_the_env_steps_of_fused_updates():
     def fused_update(env_steps, seed):
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(random_transitions(8, seed))}, env_steps=8)
         return learner.update(training_data=TrainingData(batch=batch), timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
-                              fused_update={"module_id": DEFAULT_MODULE_ID, "num_updates": 1, "minibatch_size": 8,
-                                            "target_syncs": []})
+                              fused_update={"program": [(DEFAULT_MODULE_ID, 1, [])], "minibatch_size": 8})
 
     assert lr() == pytest.approx(1e-3)
     before = {k: np.asarray(v).copy() for k, v in learner.module[DEFAULT_MODULE_ID].get_state().items()}

@@ -27,7 +27,16 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
-from ray.rllib.utils.metrics import LEARNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
+)
 
 from kappa_rllib import defaults, envs
 from kappa_rllib.algorithms.config_mixins import (
@@ -49,10 +58,12 @@ from kappa_rllib.algorithms.sampling import (
     sync_env_runner_weights,
 )
 from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
-from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
+from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.schedule import validate_gamma
-from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID, PI, VI
+from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates, split_into_calls
+from kappa_rllib.algorithms.kappa_dqn.update_schedule import UpdateScheduleMixin
+from kappa_rllib.variant import PHI_MODULE_ID, PI, V_PHI_AUTHORS, V_PHI_PAPER, V_PHI_SOURCES, VI
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
@@ -68,7 +79,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         self.total_env_steps = defaults.DQN["total_env_steps"]  # T
         self.naive_schedule = False  # N_kappa = T, T_kappa = 1 (the paper's naive baseline)
         self.checkpoint_replay_buffer = True
-        self.v_phi_source = "paper"  # or "authors": see the torch learner's `v_phi`
+        self.v_phi_source = V_PHI_PAPER  # or V_PHI_AUTHORS: see the torch learner's `v_phi`
         # Learning sees a terminal when a life is lost (DeepMind's episodic life); the game goes on
         # and episode returns stay per full game. Needs an env that reports `life_lost` in its
         # info (the ALE/... envs of kappa_rllib.envs do); the Atari preset turns it on.
@@ -167,8 +178,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         problems.check(self._check_supported)
 
     def _check_supported(self) -> None:
-        if self.v_phi_source not in ("paper", "authors"):
-            raise ValueError(f"v_phi_source must be 'paper' or 'authors', got {self.v_phi_source!r}")
+        if self.v_phi_source not in V_PHI_SOURCES:
+            raise ValueError(f"v_phi_source must be {V_PHI_PAPER!r} or {V_PHI_AUTHORS!r}, got {self.v_phi_source!r}")
         check_bool("overlap_sampling", self.overlap_sampling)
         check_bool("episodic_life", self.episodic_life)
         clip = self.clip_rewards
@@ -238,7 +249,7 @@ class KappaVIDQNConfig(KappaDQNConfig):
         super().__init__(algo_class=algo_class or KappaVIDQN)
 
 
-class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
+class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
 
     def setup(self, config) -> None:
@@ -286,15 +297,17 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
         cfg = self.config
         n = min(cfg.env_steps_per_sample, self._chunk_bound(), max_steps)
         prefetched = self._in_flight is not None
-        if prefetched:  # sampled while the previous chunk's updates ran
-            assert self._in_flight == n, (self._in_flight, n)
-            segments, self._in_flight = collect_env_steps(self), None
-        else:
-            segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
-        transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
-        steps = len(transitions.get(Columns.REWARDS, ()))
-        self.local_replay_buffer.add(transitions)
-        runs = self._chunk_program(steps)
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            if prefetched:  # sampled while the previous chunk's updates ran
+                assert self._in_flight == n, (self._in_flight, n)
+                segments, self._in_flight = collect_env_steps(self), None
+            else:
+                segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
+        with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
+            transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
+            steps = len(transitions.get(Columns.REWARDS, ()))
+            self.local_replay_buffer.add(transitions)
+        program = self._chunk_program(steps)
         # env steps acted with weights older than this chunk's update (one chunk more when prefetched)
         lag = steps + (self._last_chunk_steps if prefetched else 0)
         self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
@@ -306,136 +319,45 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, Algorithm):
             # learner updates on this one.
             submit_env_steps(self, n_next, global_env_steps=self.phases.steps)
             self._in_flight = n_next
-        if runs:
-            self._update(runs)
-            sync_env_runner_weights(self)
+        if program:
+            self._update(program)
+            with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+                sync_env_runner_weights(self)
         return steps
 
-    def _spans_iterations(self) -> bool:
-        """Whether one chunk spans kappa-iterations: the naive schedule's T_kappa = 1 env step
-        would otherwise cost an EnvRunner call and up to two learner calls per env step."""
-        return bool(self.config.naive_schedule)
-
-    def _chunk_bound(self) -> int:
-        """Env steps the next chunk may take: to the end of the improvement phase, or of the
-        schedule when chunks span iterations."""
-        if self._spans_iterations():
-            return self.phases.total_steps - self.phases.steps
-        return self.phases.steps_left_in_phase()
-
-    def _chunk_program(self, steps: int) -> list[tuple]:
-        """Records a chunk of `steps` env steps in the phase machine and returns the learner
-        program it pays for: [(module id, updates, target syncs), ...] in order. Within one
-        improvement phase that is its Q_theta updates; a chunk that spans iterations walks them
-        as `training_step` would one env step at a time: each iteration's Q_theta updates, then
-        its end (kappa-VI: phi <- theta, Alg. 6 l. 13; kappa-PI: as many Q_phi updates, Alg. 5 l. 16)."""
-        runs = []
-        while steps > 0:
-            m = min(steps, self.phases.steps_left_in_phase())
-            steps -= m
-            num_updates, syncs = self._theta_schedule(m)
-            if num_updates:
-                runs.append((DEFAULT_MODULE_ID, num_updates, syncs))
-                self.counters["theta_updates"] += num_updates
-                self.phases.record_updates(num_updates)
-            if self._spans_iterations() and self.phases.improvement_complete():  # the iteration ends here
-                if self.config.kappa_plan.copies_theta_to_phi:
-                    runs.append((COPY_THETA_TO_PHI, 0, []))
-                self.phases.end_improvement()
-                if self.phases.phase == EVALUATION:
-                    k = self.phases.updates_left_in_phase()
-                    runs.append((PHI_MODULE_ID, k, self._phi_schedule(k)))
-                    self.phases.record_updates(k)
-                    self.phases.end_evaluation()
-        return runs
-
-    def _theta_schedule(self, steps: int) -> tuple[int, list[int]]:
-        """Records `steps` env steps fragment by fragment; returns the Q_theta updates they pay
-        for (one per env_steps_per_update after learning starts) and after which of those
-        updates Q'_theta <- Q_theta is due (every target_network_update_freq env steps)."""
-        cfg, c = self.config, self.counters
-        fragment = cfg.get_rollout_fragment_length()
-        num_updates, syncs = 0, []
-        while steps > 0:
-            m = min(fragment, steps)
-            steps -= m
-            self.phases.record_steps(m)
-            if self.phases.steps < cfg.num_steps_sampled_before_learning_starts:
-                continue
-            c["pending_update_env_steps"] += m
-            k = c["pending_update_env_steps"] // cfg.env_steps_per_update
-            if k:
-                c["pending_update_env_steps"] -= k * cfg.env_steps_per_update
-                num_updates += k
-                if self.phases.steps - c["last_theta_target_sync"] >= cfg.target_network_update_freq:
-                    syncs.append(num_updates)
-                    c["last_theta_target_sync"] = self.phases.steps
-        return num_updates, syncs
-
     def _end_improvement(self) -> None:
-        if self.config.kappa_plan.copies_theta_to_phi:
-            # Algorithm 6, line 13: phi <- theta closes kappa-VI iteration i.
-            self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
+        with self.metrics.log_time((TIMERS, "kappa_iteration_end_timer")):
+            self._update(self._iteration_end_program())
 
     def _evaluation_step(self) -> None:
-        """Up to `updates_per_learner_call` Q_phi TD(0) updates in one fused learner call, with
-        Q'_phi <- Q_phi after every `_phi_target_period()` phi updates."""
-        num_updates = min(self.phases.updates_left_in_phase(), self.config.updates_per_learner_call)
-        self._update([(PHI_MODULE_ID, num_updates, self._phi_schedule(num_updates))])
-        self.phases.record_updates(num_updates)
+        """Up to `updates_per_learner_call` Q_phi updates of the evaluation phase, one fused learner call."""
+        self._update(self._evaluation_program(min(self.phases.updates_left_in_phase(),
+                                                  self.config.updates_per_learner_call)))
 
-    def _phi_schedule(self, num_updates: int) -> list[int]:
-        """Counts `num_updates` Q_phi updates; returns after which of them Q'_phi <- Q_phi is due
-        (every `_phi_target_period()` phi updates, counted over the whole run)."""
-        c, period = self.counters, self._phi_target_period()
-        done_since_sync = c["phi_updates"] - c["phi_updates_at_last_target_sync"]
-        syncs = list(range(period - done_since_sync, num_updates + 1, period))
-        c["phi_updates"] += num_updates
-        if syncs:
-            c["phi_updates_at_last_target_sync"] = c["phi_updates"] - (num_updates - syncs[-1])
-        return syncs
+    def _update(self, program: list) -> None:
+        """A learner program (learner_program.py), one minibatch per gradient step, in fused learner
+        calls of at most `updates_per_learner_call` gradient steps (`KappaDQNTorchLearner.update`)."""
+        for call in split_into_calls(program, self.config.updates_per_learner_call):
+            self._learner_call(call, self.config.total_train_batch_size)
 
-    def _phi_target_period(self) -> int:
-        """Q'_phi is copied after as many updates as Q'_theta gets between its copies."""
-        return max(1, self.config.target_network_update_freq // self.config.env_steps_per_update)
-
-    def _update(self, runs: list[tuple]) -> None:
-        """The learner program `runs` ([(module id, updates, target syncs after those update
-        counts), ...], `COPY_THETA_TO_PHI` runs included), one minibatch per gradient step, in
-        fused learner calls of at most `updates_per_learner_call` steps (`KappaDQNTorchLearner.update`)."""
-        batch_size, cap = self.config.total_train_batch_size, self.config.updates_per_learner_call
-        call: list[tuple] = []
-        for module_id, num_updates, target_syncs in runs:
-            if module_id == COPY_THETA_TO_PHI:
-                call.append((module_id, 0, []))
-            start = 0
-            while start < num_updates:  # split across calls: each call's syncs count from its first update
-                room = cap - sum(k for _, k, _ in call)
-                k = min(room, num_updates - start)
-                call.append((module_id, k, [j - start for j in target_syncs if start < j <= start + k]))
-                start += k
-                if k == room:
-                    self._learner_call(call, batch_size)
-                    call = []
-        if call:
-            self._learner_call(call, batch_size)
-
-    def _learner_call(self, runs: list[tuple], batch_size: int) -> None:
-        """One fused learner call: the runs' minibatches sampled from the replay in one draw."""
-        k = sum(n for _, n, _ in runs)
-        if not k:  # only phi <- theta copies
+    def _learner_call(self, call: list, minibatch_size: int) -> None:
+        """One fused learner call: its minibatches sampled from the replay in one draw."""
+        gradient_steps = num_updates(call)
+        if not gradient_steps:  # only phi <- theta: nothing to sample
             self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
             return
-        data = self.local_replay_buffer.sample(k * batch_size)
-        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * batch_size)
-        results = self.learner_group.update(
-            batch=batch,
-            timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
-            fused_update={"runs": runs, "minibatch_size": batch_size},
-        )
+        with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+            data = self.local_replay_buffer.sample(gradient_steps * minibatch_size)
+        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=gradient_steps * minibatch_size)
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+            results = self.learner_group.update(
+                batch=batch,
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
+                fused_update={"program": call, "minibatch_size": minibatch_size},
+            )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
 
-    # ----- checkpoints: phases and counters via KappaStateMixin, plus the replay buffer
+    # ----- checkpoints: phases and counters via KappaLoopMixin's get_state, plus the replay buffer
     def _extra_kappa_state(self) -> dict:
         if not self.config.checkpoint_replay_buffer:
             return {"replay_buffer": None}

@@ -34,7 +34,8 @@ from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import (  # noqa: F401
     graph_unsupported_reason,
 )
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
-from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_dqn.learner_program import CopyThetaToPhi, as_step
+from kappa_rllib.variant import PHI_MODULE_ID, V_PHI_AUTHORS
 
 SHAPED_REWARD_MEAN_KEY = "shaped_reward_mean"
 V_PHI_MEAN_KEY = "v_phi_next_mean"
@@ -93,15 +94,14 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
             graph.shapes = shapes
         return graph
 
-    # ----- the fused update: K gradient steps in one call
+    # ----- the fused update: a learner program's gradient steps in one call
     def update(self, *, training_data=None, timesteps=None, fused_update=None, **kwargs):
-        """With `fused_update={"runs": [(module_id, num_updates, target_syncs), ...], "minibatch_size"}`:
-        the runs in order, each `num_updates` Adam steps of `module_id` on the batch's next
-        minibatches in a tight loop, with Q' <- Q after the run's update counts in `target_syncs`;
-        a run of `COPY_THETA_TO_PHI` (0 updates) is kappa-VI's phi <- theta at that point.
-        `{"module_id", "num_updates", "target_syncs", "minibatch_size"}` is a program of one run.
-        Gives the same parameters as RLlib's minibatch loop called run by run (tested); without
-        `fused_update`, RLlib's own `Learner.update`.
+        """With `fused_update={"program": [step, ...], "minibatch_size": n}` (learner_program.py): the
+        steps in order, each `TDUpdates(module_id, num_updates, target_syncs)` that many Adam steps of
+        `module_id` on the batch's next minibatches of n transitions in a tight loop, with Q' <- Q
+        after the update counts in `target_syncs`; `COPY_THETA_TO_PHI` is kappa-VI's phi <- theta at
+        that point. Gives the same parameters as RLlib's minibatch loop called step by step (tested);
+        without `fused_update`, RLlib's own `Learner.update`.
 
         Why it is fast: the batch becomes tensors on the learner's device once; within a run, the
         targets of every minibatch between two target copies are computed in one batched pass
@@ -115,22 +115,22 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
             return super().update(training_data=training_data, timesteps=timesteps, **kwargs)
         training_data.solve_refs()
         size = fused_update["minibatch_size"]
-        runs = fused_update.get("runs") or [
-            (fused_update["module_id"], fused_update["num_updates"], fused_update["target_syncs"])]
         (columns,) = training_data.batch.policy_batches.values()
         tensors = self._fused_batch_tensors(columns)
-        stats, row = {}, 0  # module id -> (per-update stats, (updates, target stats) per target pass)
+        stats = {}  # module id -> (per-update stats, (updates, target stats) per target pass)
         contexts = {}  # module id -> what its gradient steps need, set up once per call
-        for module_id, k, target_syncs in runs:
-            if module_id == COPY_THETA_TO_PHI:
+        first_minibatch = 0  # of the next step
+        for step in map(as_step, fused_update["program"]):
+            if isinstance(step, CopyThetaToPhi):
                 self.copy_theta_to_phi()
                 continue
-            if module_id not in contexts:
-                contexts[module_id] = self._step_context(module_id)
-            rows = {c: t[row * size : (row + k) * size] for c, t in tensors.items()}
-            self._fused_run(module_id, contexts[module_id], rows, k, size, target_syncs,
-                            *stats.setdefault(module_id, ([], [])))
-            row += k
+            if step.module_id not in contexts:
+                contexts[step.module_id] = self._step_context(step.module_id)
+            end = first_minibatch + step.num_updates
+            minibatches = {c: t[first_minibatch * size : end * size] for c, t in tensors.items()}
+            self._fused_run(step.module_id, contexts[step.module_id], minibatches, step.num_updates, size,
+                            step.target_syncs, *stats.setdefault(step.module_id, ([], [])))
+            first_minibatch = end
         means = {}
         for module_id, (step_stats, target_stats) in stats.items():
             k = len(step_stats)
@@ -197,7 +197,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         """Whether a TD target reads only networks that stay fixed between two target copies of
         `module_id`: all but the authors' V_phi, which reads the online Q_theta being trained."""
         return not (module_id == DEFAULT_MODULE_ID and config.kappa_plan.uses_v_phi
-                    and config.v_phi_source == "authors")
+                    and config.v_phi_source == V_PHI_AUTHORS)
 
     @torch.no_grad()
     def td_target(self, module_id, config, batch):
@@ -266,7 +266,7 @@ class KappaDQNTorchLearner(KappaDQNLearner, TorchLearner):
         `v_phi_source="authors"` (their code, both variants): the target Q'_phi(s', .) at the
         online Q_theta's greedy action (their epsilon-greedy exploration of a' is not copied)."""
         phi = self.module[PHI_MODULE_ID].unwrapped()
-        if config.v_phi_source == "authors":
+        if config.v_phi_source == V_PHI_AUTHORS:
             q_phi_next = phi.forward_target({Columns.OBS: next_obs})[QF_PREDS]
             q_theta_next = self.module[DEFAULT_MODULE_ID].unwrapped().compute_q_values({Columns.OBS: next_obs})
             return _gather(q_phi_next, q_theta_next[QF_PREDS].argmax(dim=-1))
