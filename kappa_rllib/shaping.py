@@ -21,11 +21,13 @@ def surrogate_discount(gamma: float, kappa: float) -> float:
     return gamma * kappa
 
 
-def surrogate_td_target(rewards, next_values, next_bootstrap, terminateds, gamma, kappa):
+def surrogate_td_target(rewards, next_values, next_bootstrap, terminateds, gamma, kappa, *, shaped=None):
     """One-step target of the surrogate MDP (Algorithms 5 and 6, the Q_theta loss):
 
     r(kappa, V_phi) + gamma kappa max_a Q'_theta(s', a), both terms zero past a terminal.
-    kappa = 1 gives r + gamma max_a Q'_theta(s', a): DQN's target exactly.
+    kappa = 1 gives r + gamma max_a Q'_theta(s', a): DQN's target exactly. `shaped`: the shaped
+    reward r(kappa, V_phi) where the caller has it already (it is not computed again).
     """
-    shaped = shaped_reward(rewards, next_values, terminateds, gamma, kappa)
+    if shaped is None:
+        shaped = shaped_reward(rewards, next_values, terminateds, gamma, kappa)
     return shaped + surrogate_discount(gamma, kappa) * next_bootstrap * (1.0 - terminateds)
