@@ -101,7 +101,22 @@ def check_env_known(env) -> None:
 
 
 class RawSamplingMixin:
-    """Settings checks for the raw-transition EnvRunner that every algorithm here samples with."""
+    """The raw-transition EnvRunner that kappa-DQN and the TRPO family sample with: its defaults and
+    its settings checks."""
+
+    def set_raw_sampling_defaults(self) -> None:
+        """The EnvRunner settings both families share (called from their config's __init__)."""
+        from kappa_rllib.env_runner import RawTransitionEnvRunner
+
+        self.env_runner_cls = RawTransitionEnvRunner
+        # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
+        # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
+        self.num_envs_per_env_runner = 4
+        # The training_step runs its own loop (it must stop exactly at the end of the schedule), so
+        # RLlib's own iteration minimums are off.
+        self.min_sample_timesteps_per_iteration = 0
+        self.min_time_s_per_iteration = None
+        self.min_train_timesteps_per_iteration = 0
 
     def check_sampling_ranges(self, problems: SettingProblems) -> None:
         """Counts every algorithm here uses, checked before RLlib's own `validate` (which would

@@ -34,6 +34,11 @@ class KappaLoopMixin:
 
     phases: KappaPhaseMachine
     counters: dict
+    kappa_changes: list  # the kappa / C_FA changes adopted so far (adaptive kappa), oldest first
+
+    def setup(self, config) -> None:
+        self.kappa_changes = []
+        super().setup(config)
 
     # ----- hooks of a family
     def _units_per_training_step(self) -> int:
@@ -93,15 +98,6 @@ class KappaLoopMixin:
             **self._extra_kappa_state(),
         }
         return state
-
-    @property
-    def kappa_changes(self) -> list:
-        """The kappa / C_FA changes adopted so far (adaptive kappa), oldest first."""
-        return self.__dict__.setdefault("_kappa_changes", [])
-
-    @kappa_changes.setter
-    def kappa_changes(self, changes: list) -> None:
-        self.__dict__["_kappa_changes"] = changes
 
     def _settings(self) -> dict:
         return {"kappa": float(self.config.kappa), "c_fa": float(self.config.c_fa),

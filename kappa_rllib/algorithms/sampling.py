@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import ray
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, WEIGHTS_SEQ_NO
@@ -34,6 +36,25 @@ def _segments_and_metrics(algorithm, results) -> list[dict]:
 _ASYNC_TAG = "kappa_rllib_sample"
 
 
+@dataclass
+class SamplingState:
+    """What these functions keep on an algorithm between calls (`algorithm.sampling_state`)."""
+
+    weights_version: int = 0  # of the acting weights; 0: those every EnvRunner was built with
+    weights_state: dict | None = None  # the acting module's state, read from the learners once per version
+    weights_ref: "ray.ObjectRef | None" = None  # that state in the object store, put once per version
+    env_runner_pids: dict = field(default_factory=dict)  # remote EnvRunner index -> its process id
+    env_runner_restarts: int = 0  # process changes seen (report_runtime)
+
+
+def sampling_state(algorithm) -> SamplingState:
+    """The algorithm's SamplingState, made on first use (RLlib's Algorithm.setup knows nothing of it)."""
+    state = getattr(algorithm, "sampling_state", None)
+    if state is None:
+        state = algorithm.sampling_state = SamplingState()
+    return state
+
+
 def _remote_shares(algorithm, num_steps: int, start: int):
     """Each healthy remote EnvRunner's share of `num_steps` and the call that samples it. The
     call carries the acting weights (a reference, put once per version), so a runner always
@@ -53,10 +74,10 @@ def _remote_shares(algorithm, num_steps: int, start: int):
 def _acting_weights(algorithm) -> tuple[int, "ray.ObjectRef | None"]:
     """(version, object ref) of the acting module's weights; version 0 (no ref) = the weights
     every EnvRunner was built with. The learner's state is read and put once per version."""
-    version = algorithm.__dict__.get("_acting_weights_version", 0)
-    if version and algorithm.__dict__.get("_acting_weights_ref") is None:
-        algorithm._acting_weights_ref = ray.put(algorithm._acting_weights_state)
-    return version, algorithm.__dict__.get("_acting_weights_ref")
+    state = sampling_state(algorithm)
+    if state.weights_version and state.weights_ref is None:
+        state.weights_ref = ray.put(state.weights_state)
+    return state.weights_version, state.weights_ref
 
 
 def _acting_state(algorithm) -> dict:
@@ -105,12 +126,13 @@ def sync_env_runner_weights(algorithm) -> None:
     """Call after the learner changed the acting module: the local EnvRunner takes the new
     (inference-only) weights now; remote EnvRunners take them with their next sampling request
     (`_remote_shares`), one object-store put for all of them."""
-    algorithm._acting_weights_version = algorithm.__dict__.get("_acting_weights_version", 0) + 1
-    algorithm._acting_weights_state = _acting_state(algorithm)  # read from the learners once
-    algorithm._acting_weights_ref = None
+    state = sampling_state(algorithm)
+    state.weights_version += 1
+    state.weights_state = _acting_state(algorithm)  # read from the learners once
+    state.weights_ref = None
     local = algorithm.env_runner_group.local_env_runner
     if local is not None:
-        local.set_state(algorithm._acting_weights_state)
+        local.set_state(state.weights_state)
 
 
 def _process_id(env_runner):
@@ -130,8 +152,8 @@ def report_runtime(algorithm, result: dict) -> None:
     health probe notices, so restarts are counted here as changes of a runner's process id.
     """
     group = algorithm.env_runner_group
-    seen = algorithm.__dict__.setdefault("_env_runner_pids", {})
-    restarts = algorithm.__dict__.get("_env_runner_restarts", 0)
+    state = sampling_state(algorithm)
+    seen, restarts = state.env_runner_pids, state.env_runner_restarts
     healthy, nodes = 0, set()
     if group is not None and group.num_remote_env_runners() > 0:
         for index, pid, node_id in group.foreach_env_runner(_process_id, local_env_runner=False):
@@ -140,7 +162,7 @@ def report_runtime(algorithm, result: dict) -> None:
                 restarts += 1
             seen[index] = pid
             nodes.add(node_id)
-    algorithm._env_runner_restarts = restarts
+    state.env_runner_restarts = restarts
     result["node_id"] = ray.get_runtime_context().get_node_id()
     result["env_runner_restarts"] = restarts
     result["healthy_env_runners"] = healthy

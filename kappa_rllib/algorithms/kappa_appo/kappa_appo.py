@@ -98,6 +98,7 @@ class KappaVIAPPOConfig(KappaAPPOConfig):
 
 class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
     def setup(self, config) -> None:
+        self._kappa_step_started = False  # a training_step of this train() call has run
         super().setup(config)
         self.phases = KappaPhaseMachine(
             total_steps=self.config.schedule_length,
@@ -113,7 +114,7 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
         return 1  # a train() call lasts until one more batch of the schedule was sampled
 
     def training_step(self) -> None:
-        if self.phases.done and self.__dict__.get("_kappa_step_started"):
+        if self.phases.done and self._kappa_step_started:
             time.sleep(0.05)  # RLlib's loop asked for more within the train() call that finished T
             return
         self._kappa_step_started = True

@@ -57,7 +57,7 @@ from kappa_rllib.algorithms.sampling import (
     submit_env_steps,
     sync_env_runner_weights,
 )
-from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
+from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.schedule import validate_gamma
@@ -108,16 +108,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         # On a GPU: each gradient step replayed as a CUDA graph (one launch instead of ~78 for the
         # Nature CNN); settings a graph cannot hold run eagerly (torch/gradient_step.py).
         self.cuda_graphs = True
-        self.env_runner_cls = RawTransitionEnvRunner
-        # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
-        # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
-        self.num_envs_per_env_runner = 4
+        self.set_raw_sampling_defaults()
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
-        # Our training_step runs its own loop to `env_steps_per_iteration` (it must stop
-        # exactly at the end of the schedule), so RLlib's own iteration minimums are off.
-        self.min_sample_timesteps_per_iteration = 0
-        self.min_time_s_per_iteration = None
-        self.min_train_timesteps_per_iteration = 0
         # Two DQN modules (RLlib's DefaultDQNTorchRLModule, built from `model_config`):
         # Q_theta acts on the EnvRunners; Q_phi is learner-only and never leaves the learners.
         self._rl_module_spec = MultiRLModuleSpec(

@@ -42,7 +42,7 @@ from kappa_rllib.algorithms.sampling import (
     submit_env_steps,
     sync_env_runner_weights,
 )
-from kappa_rllib.env_runner import RawTransitionEnvRunner, segment_transitions
+from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.schedule import validate_gamma
 
 _TRPO_SETTINGS = (
@@ -78,13 +78,7 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         self.lr = 0.0  # unused: the policy moves by the natural-gradient step, values by vf_lr
         # Separate policy and value networks (no shared layers); see also the log-std below.
         self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
-        self.min_sample_timesteps_per_iteration = 0
-        self.min_time_s_per_iteration = None
-        self.min_train_timesteps_per_iteration = 0
-        self.env_runner_cls = RawTransitionEnvRunner
-        # Sub-envs per EnvRunner, acting in one batched forward pass: ~1.7x the env steps/s of one
-        # on W1 and W2 (benchmarks/throughput.py); exact step counts are kept (kappa_rllib.env_runner).
-        self.num_envs_per_env_runner = 4
+        self.set_raw_sampling_defaults()
         # Act through a numpy copy of the policy's MLP where it is one (same distribution, its
         # log-probabilities tested equal; kappa_rllib.mlp_policy): the EnvRunner's
         # forward pass costs a fraction of RLlib's. False: RLlib's module and distribution classes.
