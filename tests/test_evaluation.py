@@ -51,6 +51,14 @@ def train_to_done(config):
         algo.stop()
 
 
+def with_and_without_evaluation(config, *, interval: int, episodes: int):
+    """`train_to_done` of the config with greedy evaluation every `interval` iterations, and without."""
+    evaluated = train_to_done(config().evaluation(
+        evaluation_interval=interval, evaluation_duration=episodes, evaluation_duration_unit="episodes",
+        evaluation_config={"explore": False}))
+    return evaluated, train_to_done(config())
+
+
 def _replay(algo):
     buffer = getattr(algo, "local_replay_buffer", None)
     return None if buffer is None else buffer.get_state()
@@ -81,10 +89,7 @@ def same(a, b) -> bool:
 
 @pytest.mark.learning
 def test_kappa_dqn_evaluates_greedily_every_iteration_without_touching_training(ray_local):
-    plain = train_to_done(dqn_config())
-    evaluated = train_to_done(dqn_config().evaluation(
-        evaluation_interval=1, evaluation_duration=3, evaluation_duration_unit="episodes",
-        evaluation_config={"explore": False}))
+    evaluated, plain = with_and_without_evaluation(dqn_config, interval=1, episodes=3)
     results = evaluated[0]
     assert len(results) == 4
     for r in results:
@@ -114,10 +119,7 @@ def test_the_evaluation_envrunner_and_an_atari_style_epsilon(ray_local):
 
 @pytest.mark.learning
 def test_kappa_trpo_evaluates_every_second_iteration_without_touching_training(ray_local):
-    plain = train_to_done(trpo_config())
-    evaluated = train_to_done(trpo_config().evaluation(
-        evaluation_interval=2, evaluation_duration=1, evaluation_duration_unit="episodes",
-        evaluation_config={"explore": False}))
+    evaluated, plain = with_and_without_evaluation(trpo_config, interval=2, episodes=1)
     results = evaluated[0]
     # first evaluated after iteration 2 (RLlib repeats the latest evaluation results in between)
     assert "evaluation" not in results[0] and all("evaluation" in r for r in results[1:])
