@@ -13,18 +13,17 @@ kappa-TRPO, TRPO/GAE alike), so a grid's default stop rule is `{"done": True}`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import itertools
 import json
-import logging
 import os
 import pickle
 import sys
 from pathlib import Path
 
 from kappa_rllib import faults
+from kappa_rllib.tune_output import quiet_unstarted_trials, tune_output
 
 GRID_SEARCH = "grid_search"
 SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
@@ -184,7 +183,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             for repaired in faults.repair_state(Path(path)):
                 print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
         if resume and tune.Tuner.can_restore(path):
-            with _quiet_unstarted_trials():
+            with quiet_unstarted_trials():
                 tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                            resume_unfinished=True,
                                            resume_errored=True, restart_errored=False)
@@ -220,7 +219,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-        with _tune_output(new_engine=not compact), _quiet_unstarted_trials():
+        with tune_output(new_engine=not compact), quiet_unstarted_trials():
             try:
                 results[grid.name] = tuner.fit()
             except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
@@ -243,46 +242,6 @@ def unfinished(result_grid) -> int:
     stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
     reports as terminated. `--resume` continues them."""
     return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))
-
-
-class _UnstartedTrialsFilter(logging.Filter):
-    """Drops Tune's "Failed to fetch metrics for N trial(s)" warning when every trial it names has
-    no result file yet: the pending trials of a resumed or interrupted grid, not an error. Any
-    other fetch failure (a corrupt progress.csv, ...) is still printed."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith("Failed to fetch metrics"):
-            return True
-        failures = message.splitlines()[1:]
-        return not (failures and all("FileNotFoundError" in line and "were not found" in line for line in failures))
-
-
-@contextlib.contextmanager
-def _quiet_unstarted_trials():
-    tune_logger = logging.getLogger("ray.tune.analysis.experiment_analysis")
-    quiet = _UnstartedTrialsFilter()
-    tune_logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        tune_logger.removeFilter(quiet)
-
-
-@contextlib.contextmanager
-def _tune_output(new_engine: bool):
-    """Tune's newer output engine prints a heading box per experiment even when silent; with our own
-    compact table we run Tune's older one (RAY_AIR_NEW_OUTPUT=0), which is silent at verbose 0."""
-    before = os.environ.get("RAY_AIR_NEW_OUTPUT")
-    if not new_engine:
-        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
-        else:
-            os.environ["RAY_AIR_NEW_OUTPUT"] = before
 
 
 POPULATION_METRIC = "env_runners/episode_return_mean"

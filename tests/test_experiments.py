@@ -293,7 +293,9 @@ def test_only_the_warning_about_trials_without_results_is_hidden():
         record = logging.LogRecord("ray.tune.analysis.experiment_analysis", logging.WARNING, __file__, 1,
                                    "Failed to fetch metrics for %d trial(s):\n%s", (len(failures), "\n".join(failures)),
                                    None)
-        return experiments._UnstartedTrialsFilter().filter(record)
+        from kappa_rllib.tune_output import UnstartedTrialsFilter
+
+        return UnstartedTrialsFilter().filter(record)
 
     missing = "- T_00001: FileNotFoundError('Could not fetch metrics for T_00001: both result.json and progress.csv were not found at /x')"
     corrupt = "- T_00002: ParserError('Error tokenizing data. C error: Expected 3 fields in line 7, saw 5')"
