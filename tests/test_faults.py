@@ -242,8 +242,8 @@ def moves(rows: list[dict]) -> list[tuple[str, int]]:
     return out
 
 
-def finished_once_at_t(rows: list[dict]) -> bool:
-    return sum(1 for r in rows if r.get("done")) == 1 and rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == T
+def finished_once_at_t(rows: list[dict], t: int = T) -> bool:
+    return sum(1 for r in rows if r.get("done")) == 1 and rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == t
 
 
 @pytest.mark.learning
@@ -297,12 +297,15 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
     grid: each trial once, at T; the two interrupted ones from their checkpoints, with the counters they
     had there. (Without --checkpoint-every they restart at iteration 1: run so, this test fails.)"""
     first = cluster_factory(head_cpus=1, workers=1)
-    file = grid_file(tmp_path, "headless", "CartPole-v1", T, kappas=(0.68, 0.84))
+    # 48 iterations: both trials must be past a checkpoint and unfinished at once, however unevenly the
+    # two start and run on a busy machine (at 24, one finished while the other was at iteration 8)
+    file = grid_file(tmp_path, "headless", "CartPole-v1", 2 * T, kappas=(0.68, 0.84))
     storage, grid_dir = tmp_path / "results", tmp_path / "results" / "headless" / "kappa_pi_dqn"
     job = submit(first, file, "--storage", storage, "--checkpoint-every", "2")
     try:
-        wait_for(lambda: sum(5 <= rows[-1]["training_iteration"] <= 18 for rows in trial_rows(grid_dir).values()) == 2,
-                 "two trials past their second checkpoint", job)
+        wait_for(lambda: sum(rows[-1]["training_iteration"] >= 5 and not rows[-1].get("done")
+                             for rows in trial_rows(grid_dir).values()) == 2,
+                 "two unfinished trials past their second checkpoint", job)
     finally:
         first_nodes = first.node_ids()
         for node in first.processes:  # the head with its GCS, the job's driver, then the worker
@@ -315,7 +318,7 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
     output, _ = job.communicate(timeout=420)
     assert job.returncode == 0, output[-3000:]
     after = trial_rows(grid_dir)
-    assert len(after) == 2 and all(finished_once_at_t(rows) for rows in after.values())
+    assert len(after) == 2 and all(finished_once_at_t(rows, 2 * T) for rows in after.values())
     interrupted = [name for name, rows in before.items() if not rows[-1].get("done")]
     assert len(interrupted) == 2
     for name in interrupted:
@@ -324,7 +327,7 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
         resumed = rows[restart]
         assert resumed["training_iteration"] > 2, [r["training_iteration"] for r in rows]
         # the counters came from the checkpoint: T/24 env steps per iteration, as the first time through
-        assert resumed["kappa"]["env_steps"] == resumed["training_iteration"] * T // 24
+        assert resumed["kappa"]["env_steps"] == resumed["training_iteration"] * 500
         same_before = [r for r in rows[:restart] if r["training_iteration"] == resumed["training_iteration"]]
         for before_row in same_before:  # and the kappa phase: where it was at that iteration before
             assert resumed["kappa"]["iteration"] == before_row["kappa"]["iteration"]
