@@ -173,15 +173,26 @@ def repair_state(folder) -> list[str]:
     return done
 
 
-def _cut_partial_line(path) -> bool:
-    """Truncate `path` after its last newline, if it ends in a partial line."""
+def _cut_partial_line(path, block: int = 1 << 16) -> bool:
+    """Truncate `path` after its last newline, if it ends in a partial line. Reads only the file's tail
+    (a long trial's result.json runs to tens of MB)."""
     if not path.is_file() or path.stat().st_size == 0:
         return False
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
-        return False
     with open(path, "r+b") as f:
-        f.truncate(data.rfind(b"\n") + 1)
+        end = f.seek(0, 2)
+        f.seek(end - 1)
+        if f.read(1) == b"\n":
+            return False
+        start = end
+        while start > 0:  # back through the file to its last newline
+            start = max(0, start - block)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                f.truncate(start + newline + 1)
+                return True
+            end = start
+        f.truncate(0)  # one partial line and nothing before it
     return True
 
 

@@ -54,9 +54,7 @@ def mlflow_uri(results_folder) -> str:
     """MLFLOW_TRACKING_URI, else a SQLite store `results_folder`/mlflow.db."""
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
-    folder = Path(results_folder).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'mlflow.db'}"
+    return f"sqlite:///{_results_dir(results_folder) / 'mlflow.db'}"
 
 
 def with_phase_index(result: dict) -> dict:
@@ -77,7 +75,7 @@ def tune_callbacks(backends: list[str], *, project_name: str, group: str, result
             def log_trial_result(self, iteration, trial, result):
                 super().log_trial_result(iteration, trial, with_phase_index(result))
 
-        callbacks.append(KappaWandb(project=project_name, group=group, dir=str(_wandb_dir(results_folder))))
+        callbacks.append(KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder))))
     if "mlflow" in backends:
         from ray.air.integrations.mlflow import MLflowLoggerCallback
 
@@ -90,8 +88,9 @@ def tune_callbacks(backends: list[str], *, project_name: str, group: str, result
     return callbacks
 
 
-def _wandb_dir(results_folder) -> Path:
-    """W&B's local folder (offline runs, and the copy of online ones): in the results, not the cwd."""
+def _results_dir(results_folder) -> Path:
+    """Where the back-ends' local files go (W&B's run folders, MLflow's SQLite store): the results
+    folder, made if need be, not the cwd."""
     folder = Path(results_folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -111,7 +110,7 @@ class RunTracker:
             import wandb
 
             self.wandb_run = wandb.init(project=project_name, name=run_name, config=params,
-                                        dir=str(_wandb_dir(results_folder)), reinit="create_new")
+                                        dir=str(_results_dir(results_folder)), reinit="create_new")
         if "mlflow" in backends:
             import mlflow
 

@@ -360,3 +360,15 @@ def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
                                           "No space left on device")
     assert faults.disk_full(error) and not faults.disk_full(RuntimeError("crash_env: a deliberate error"))
     assert faults.last_error(object()) is None  # no error file to read: counted as the trial's own code
+
+
+def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
+    """faults._cut_partial_line keeps every whole row, across read blocks, and drops only the partial one."""
+    from kappa_rllib.faults import _cut_partial_line
+
+    path = tmp_path / "result.json"
+    for data, changed, after in [(b"a\nb\n", False, b"a\nb\n"), (b"a\nbc", True, b"a\n"), (b"abc", True, b""),
+                                 (b"x" * 200 + b"\n" + b"y" * 300, True, b"x" * 200 + b"\n")]:
+        path.write_bytes(data)
+        assert _cut_partial_line(path, block=16) is changed
+        assert path.read_bytes() == after
