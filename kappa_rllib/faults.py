@@ -97,80 +97,159 @@ def retry_policy(max_failures: int):
 
 
 # --- Tune's experiment state on a disk that fills ------------------------------------------------
-# Tune rewrites experiment_state-<session>.json in the grid's folder in place; a full disk cuts it
-# short, and `Tuner.restore` then cannot read which checkpoint each trial had reached. So a callback
-# keeps the last copy that parsed (written aside, then renamed into place), and `--resume` puts it back.
-
-STATE_BACKUP = ".kappa_rllib_experiment_state.json"
-
-
-def _newest_state(folder):
-    states = sorted(folder.glob("experiment_state-*.json"))
-    return states[-1] if states else None
+# Tune writes its own state in a staging folder and copies it onto the grid's folder in place: the
+# experiment state (experiment_state-<session>.json: each trial's status and checkpoints) and the search
+# algorithm's (basic-variant-state-<session>.json, a pickle: which trials it has made). A full disk cuts
+# either short, and then `Tuner.restore` cannot read it: it logs "Failed to restore the run state" and
+# *starts the grid afresh* beside the old trials. So a callback keeps the last whole copy of each (written
+# aside, then renamed into place), and `--resume` puts back whichever the disk cut short.
 
 
-def _parses(text: str) -> bool:
+def _parses(data) -> bool:
     import json
 
     try:
-        json.loads(text)
+        json.loads(data)
         return True
     except ValueError:
         return False
 
 
+def _unpickles(data: bytes) -> bool:
+    from ray import cloudpickle
+
+    try:
+        cloudpickle.loads(data)
+        return True
+    except Exception:  # noqa: BLE001 - cut short: UnpicklingError, EOFError, ValueError, ...
+        return False
+
+
+# (Tune's file pattern (newest = last by name, as Tune picks it), the whole copy kept, its check)
+TUNE_STATES = (("experiment_state-*.json", ".kappa_rllib_experiment_state.json", _parses),
+               ("basic-variant-state-*.json", ".kappa_rllib_search_state.pkl", _unpickles))
+STATE_BACKUP = TUNE_STATES[0][1]
+
+
+def _newest(folder, pattern):
+    states = sorted(folder.glob(pattern))
+    return states[-1] if states else None
+
+
+def _newest_state(folder):
+    return _newest(folder, TUNE_STATES[0][0])
+
+
 def state_backup(folder):
-    """A Tune callback copying the grid's newest whole experiment state to STATE_BACKUP (local folders)."""
+    """A Tune callback keeping a whole copy of each of Tune's newest state files (TUNE_STATES) in the grid's
+    (local) folder: the file's name, a newline, its bytes."""
     import os
 
     from ray import tune
 
-    class ExperimentStateBackup(tune.Callback):
+    class TuneStateBackup(tune.Callback):
         def __init__(self):
-            self.seen = None
+            self.seen = {}
 
         def on_step_end(self, iteration, trials, **info):
-            newest = _newest_state(folder)
-            if newest is None:
-                return
-            stat = newest.stat()
-            if (newest.name, stat.st_mtime_ns, stat.st_size) == self.seen:
-                return
-            self.seen = (newest.name, stat.st_mtime_ns, stat.st_size)
-            text = newest.read_text(errors="replace")
-            if not _parses(text):
-                return  # being written, or cut short: the last whole copy stays
-            tmp = folder / (STATE_BACKUP + ".tmp")
-            try:
-                tmp.write_text(f"{newest.name}\n{text}")
-                os.replace(tmp, folder / STATE_BACKUP)
-            except OSError:  # a full disk: the previous copy stays whole
-                tmp.unlink(missing_ok=True)
+            for pattern, backup, whole in TUNE_STATES:
+                newest = _newest(folder, pattern)
+                if newest is None:
+                    continue
+                stat = newest.stat()
+                if (newest.name, stat.st_mtime_ns, stat.st_size) == self.seen.get(pattern):
+                    continue
+                self.seen[pattern] = (newest.name, stat.st_mtime_ns, stat.st_size)
+                data = newest.read_bytes()
+                if not whole(data):
+                    continue  # being copied, or cut short: the last whole copy stays
+                tmp = folder / (backup + ".tmp")
+                try:
+                    tmp.write_bytes(newest.name.encode() + b"\n" + data)
+                    os.replace(tmp, folder / backup)
+                except OSError:  # a full disk: the previous copy stays whole
+                    tmp.unlink(missing_ok=True)
 
-    return ExperimentStateBackup()
+    return TuneStateBackup()
 
 
 def repair_state(folder) -> list[str]:
     """Before `--resume`, what a full disk may have left in a grid's folder, put right (docs/reliability.md,
     "Faults"); returns what was done, one line each, for the user:
 
-    1. a newest experiment state cut short: replaced by the last whole copy (STATE_BACKUP); ValueError (one
-       line) if there is none;
-    2. each trial's result.json / progress.csv ending in a row cut short: the partial row dropped, so the
-       resumed rows start on a line of their own;
+    1. Tune's newest experiment state or search state cut short: replaced by its last whole copy
+       (TUNE_STATES); ValueError (one line) if there is none, rather than let Tune start the grid afresh;
+    2. each trial's result.json rows cut short, wherever they are, dropped (`_drop_bad_rows`), and a row cut
+       short at the end of its progress.csv, so the resumed rows start on a line of their own;
     3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
        been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
     """
-    done = [line for line in [_put_back_state(folder)] if line]
+    done = _put_back_states(folder)
     for trial_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
-        for name in ("result.json", "progress.csv"):
-            if _cut_partial_line(trial_dir / name):
-                done.append(f"{trial_dir.name}/{name}: a row cut short dropped")
+        dropped = _drop_bad_rows(trial_dir / "result.json")
+        if dropped:
+            done.append(f"{trial_dir.name}/result.json: {dropped} row(s) cut short dropped")
+        if _cut_partial_line(trial_dir / "progress.csv"):
+            done.append(f"{trial_dir.name}/progress.csv: a row cut short dropped")
     try:
         done += _point_trials_at_newest_checkpoints(folder)
     except Exception as e:  # an experiment state this code cannot read: Tune restores it as it is
         done.append(f"could not check which checkpoint each trial resumes from ({type(e).__name__}: {e})")
     return done
+
+
+def _drop_bad_rows(path) -> int:
+    """Rewrite result.json without the rows that are cut short; returns how many were dropped.
+
+    A row cut short is not only ever the file's last: the driver writes rows to a staging copy that Tune
+    copies onto storage, and when a trial restarts within the run (a retry) Tune first copies the storage
+    file back, cut short by the full disk, and appends the next row onto its partial last line. So a bad
+    line can sit mid-file, a partial row with a whole one after it: the whole one is kept (`_whole_tail`).
+    Every line is parsed (~0.3 s for a 2M-step trial's 33 MB); the file is rewritten (a copy, then renamed
+    into place) only when something is wrong."""
+    import json
+    import os
+
+    if not path.is_file():
+        return 0
+    fixes = {}
+    with open(path, "rb") as f:
+        for index, line in enumerate(f):
+            try:
+                json.loads(line)
+                if line.endswith(b"\n"):
+                    continue
+            except ValueError:
+                pass
+            fixes[index] = _whole_tail(line)
+    if not fixes:
+        return 0
+    tmp = path.with_name(path.name + ".tmp")
+    with open(path, "rb") as f, open(tmp, "wb") as out:
+        for index, line in enumerate(f):
+            fixed = fixes.get(index, line)
+            if fixed is not None:
+                out.write(fixed)
+    os.replace(tmp, path)
+    return len(fixes)
+
+
+def _whole_tail(line: bytes) -> bytes | None:
+    """The whole result row a bad line ends with (a row appended onto a partial one), or None."""
+    import json
+
+    text = line.decode(errors="replace").rstrip("\n")
+    decoder = json.JSONDecoder()
+    start = text.find('{"', 1)
+    while start != -1:
+        try:
+            row, end = decoder.raw_decode(text, start)
+            if end == len(text) and isinstance(row, dict) and "training_iteration" in row:
+                return (text[start:] + "\n").encode()
+        except ValueError:
+            pass
+        start = text.find('{"', start + 1)
+    return None
 
 
 def _cut_partial_line(path, block: int = 1 << 16) -> bool:
@@ -251,15 +330,19 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     return done
 
 
-def _put_back_state(folder) -> str | None:
-    newest = _newest_state(folder)
-    if newest is None or _parses(newest.read_text(errors="replace")):
-        return None
-    backup = folder / STATE_BACKUP
-    name, _, text = backup.read_text(errors="replace").partition("\n") if backup.is_file() else ("", "", "")
-    if not _parses(text):
-        raise ValueError(f"{newest} is cut short (its disk filled while Tune wrote it) and no whole copy of "
-                         f"it was kept: Tune cannot resume this grid; every trial's checkpoints are intact "
-                         f"under {folder}/*/checkpoint_*")
-    newest.write_text(text)
-    return f"{newest.name} was cut short (a full disk?): resuming from its last whole copy ({name})"
+def _put_back_states(folder) -> list[str]:
+    done = []
+    for pattern, backup, whole in TUNE_STATES:
+        newest = _newest(folder, pattern)
+        if newest is None or whole(newest.read_bytes()):
+            continue
+        kept = folder / backup
+        name, _, data = kept.read_bytes().partition(b"\n") if kept.is_file() else (b"", b"", b"")
+        if not whole(data):
+            raise ValueError(f"{newest} is cut short (its disk filled while Tune wrote it) and no whole copy of "
+                             f"it was kept: Tune cannot resume this grid; every trial's checkpoints are intact "
+                             f"under {folder}/*/checkpoint_*")
+        newest.write_bytes(data)
+        done.append(f"{newest.name} was cut short (a full disk?): resuming from its last whole copy "
+                    f"({name.decode(errors='replace')})")
+    return done

@@ -9,6 +9,7 @@ trial went on from its latest checkpoint, not from iteration 1.
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -103,8 +104,8 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     part-way (ENOSPC), its retry too, and `tune` stops with one line naming the full folder. The whole
     checkpoints stay whole and the half-written one is refused. Then the worst a full disk leaves for
     --resume is made certain: Tune's experiment state as it was at the first checkpoint (a copy older than
-    the trial's last checkpoint, naming one that has since been deleted or is older) and a result row cut
-    short. Space freed, `tune --resume` goes on from the newest whole checkpoint, every result row
+    the trial's last checkpoint, naming one that has since been deleted or is older), a result row cut
+    short, and Tune's search state cut short (without its whole copy put back, Tune starts the grid afresh). Space freed, `tune --resume` goes on from the newest whole checkpoint, every result row
     parses, the trial ends once at T, and `report` reads it. (Without faults.repair_state's checkpoint
     step it resumes from the stale state's checkpoint or from iteration 1: this test fails.)"""
     from kappa_rllib import checkpoints
@@ -150,13 +151,20 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     newest.write_text(stale)  # the state as it was at the first checkpoint
     with open(trial_dir / "result.json", "a") as f:  # a row cut short, if the full disk left none
         f.write('{"timers": {"training_it')
+    search = sorted(grid_dir.glob("basic-variant-state-*.json"))[-1]
+    search.write_bytes(search.read_bytes()[:4096])  # the search state cut short (else Tune starts afresh)
     out = tune(file, "--storage", small_disk, "--num-cpus", "1", "--checkpoint-every", "2", "--resume")
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert f"resumes from {last_whole.name} (iteration {kept})" in out.stderr, out.stderr[-3000:]
+    assert [p for p in grid_dir.iterdir() if p.is_dir()] == [trial_dir], out.stderr[-3000:]  # no trial anew
     lines = (trial_dir / "result.json").read_text().splitlines()
-    rows = [json.loads(x) for x in lines]  # every row parses
+    bad = [(i, x) for i, x in enumerate(lines) if not _parses(x)]
+    assert not bad, (len(lines), bad)  # every row parses
+    rows = [json.loads(x) for x in lines]
     restarts = [r["training_iteration"] for r in rows if r["iterations_since_restore"] == 1]
-    assert restarts[-1] == kept + 1, ([(r["training_iteration"], r["iterations_since_restore"]) for r in rows], out.stderr[-3000:])  # --resume went on from the newest whole checkpoint
+    seen = ([(r["training_iteration"], r["iterations_since_restore"]) for r in rows], sorted(os.listdir(grid_dir)),
+            [x for x in out.stderr.splitlines() if "[tune]" in x or "dirname" in x or "Error" in x])
+    assert restarts[-1] == kept + 1, seen  # --resume went on from the newest whole checkpoint
     assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == T
     assert sum(r.get("done", False) for r in rows) == 1
     report = subprocess.run([*CLI, "report", str(small_disk / "disk")], cwd=ROOT, capture_output=True, text=True)
@@ -179,10 +187,25 @@ def fill(path: Path) -> None:
         os.close(fd)
 
 
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+        return True
+    except json.JSONDecodeError:
+        return False
+
+
 def _newest_state_text(grid_dir: Path) -> str:
-    states = sorted(grid_dir.glob("experiment_state-*.json"))
-    assert states, "no experiment state yet"
-    return states[-1].read_text()
+    """The newest experiment state, whole: Tune copies it onto storage in place, so a read can catch a copy
+    half done (then it reads again)."""
+    for _ in range(100):
+        states = sorted(grid_dir.glob("experiment_state-*.json"))
+        assert states, "no experiment state yet"
+        text = states[-1].read_text()
+        if _parses(text):
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"{states[-1]} did not parse in 5 s")
 
 
 # --- node faults on a real multi-node cluster -------------------------------------------------------
@@ -333,22 +356,33 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
             assert resumed["kappa"]["iteration"] == before_row["kappa"]["iteration"]
 
 
-def test_a_cut_short_experiment_state_is_put_back_from_its_last_whole_copy(tmp_path):
-    """A full disk cuts Tune's experiment_state-*.json short (seen on a 16 MB tmpfs: 40,960 bytes of a
-    longer file). `--resume` puts back the last copy that parsed, which the grid's callback kept; with
-    no such copy it stops with one line instead of letting Tune start the grid afresh."""
+@pytest.mark.parametrize("name, whole", [
+    ("experiment_state-2026-11-27_22-10-30.json", json.dumps({"trial_data": [], "runner_data": {}}).encode()),
+    ("basic-variant-state-2026-11-27_22-10-30.json", pickle.dumps({"_total_samples": 1, "_finished": True})),
+])
+def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, name, whole):
+    """A full disk cuts Tune's experiment state or its search state short (seen on a 16 MB tmpfs:
+    40,960 bytes of a longer experiment state; a 12,288-byte basic-variant-state, after which Tune logged
+    "Failed to restore the run state" and started the grid afresh beside the old trial). The grid's
+    callback keeps the last whole copy of each, and skips a copy cut short; `--resume` puts it back, and
+    with no whole copy stops with one line instead of letting Tune start the grid afresh."""
     from kappa_rllib import faults
 
-    whole = json.dumps({"trial_data": [], "runner_data": {}})
-    newest = tmp_path / "experiment_state-2026-11-27_22-10-30.json"
-    newest.write_text(whole[:20])
+    newest = tmp_path / name
+    backup = faults.state_backup(tmp_path)
+    newest.write_bytes(whole)
+    backup.on_step_end(0, [])
+    newest.write_bytes(whole[:20])
+    backup.on_step_end(1, [])  # cut short: the whole copy stays
+    assert faults.repair_state(tmp_path) == [f"{name} was cut short (a full disk?): resuming from its last whole "
+                                             f"copy ({name})"]
+    assert newest.read_bytes() == whole
+    assert faults.repair_state(tmp_path) == []  # whole: nothing to do
+    for kept in tmp_path.glob(".kappa_rllib_*"):
+        kept.unlink()
+    newest.write_bytes(whole[:20])
     with pytest.raises(ValueError, match="is cut short .* no whole copy of it was kept: Tune cannot resume"):
         faults.repair_state(tmp_path)
-    (tmp_path / faults.STATE_BACKUP).write_text(f"{newest.name}\n{whole}")
-    (line,) = faults.repair_state(tmp_path)
-    assert "resuming from its last whole copy" in line
-    assert newest.read_text() == whole
-    assert faults.repair_state(tmp_path) == []  # whole: nothing to do
 
 
 def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
@@ -362,8 +396,27 @@ def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
     assert faults.last_error(object()) is None  # no error file to read: counted as the trial's own code
 
 
+def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
+    """faults._drop_bad_rows: a row the full disk cut short mid-file with the next row appended onto it
+    (what Tune's restore of a trial's result.json leaves, seen in CI) and one at the end: both partial rows
+    dropped, every whole row kept in order (the appended one too), and a file with none bad not rewritten."""
+    from kappa_rllib.faults import _drop_bad_rows
+
+    rows = [json.dumps({"training_iteration": i, "kappa": {"env_steps": 500 * i}, "x": [i] * 3}) for i in range(1, 6)]
+    path = tmp_path / "result.json"
+    path.write_text("\n".join(rows) + "\n")
+    before = path.stat().st_mtime_ns
+    assert _drop_bad_rows(path) == 0 and path.stat().st_mtime_ns == before
+    cut = rows[1][:rows[1].index("env_steps") + 14]  # inside the row's nested dict
+    path.write_text(f"{rows[0]}\n{cut}{rows[2]}\n{rows[3]}\n{rows[4][:-1]}")
+    assert _drop_bad_rows(path) == 2
+    assert path.read_text() == f"{rows[0]}\n{rows[2]}\n{rows[3]}\n"
+    assert _drop_bad_rows(tmp_path / "missing.json") == 0
+
+
 def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
-    """faults._cut_partial_line keeps every whole row, across read blocks, and drops only the partial one."""
+    """faults._cut_partial_line (progress.csv) keeps every whole row, across read blocks, and drops only the
+    partial one."""
     from kappa_rllib.faults import _cut_partial_line
 
     path = tmp_path / "result.json"
