@@ -67,10 +67,7 @@ class KappaActorCriticConfigMixin(TwoStageValidationMixin, EnvIdMixin, KappaConf
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
-        self.kappa = self.DEFAULTS["kappa"]
-        self.c_fa = self.DEFAULTS["c_fa"]
-        self.total_env_steps = self.DEFAULTS["total_env_steps"]
-        self.naive_schedule = False
+        self.set_kappa_defaults(self.DEFAULTS)
         self._rl_module_spec = kappa_module_spec(self.kappa_variant)
         # RLlib's EnvRunner, also reporting every episode's return (the report's scores)
         self.env_runner_cls = EpisodeReturnsEnvRunner
@@ -90,11 +87,6 @@ class KappaActorCriticConfigMixin(TwoStageValidationMixin, EnvIdMixin, KappaConf
         if base_config._rl_module_spec is not None:
             config._rl_module_spec = kappa_module_spec(cls.kappa_variant, base_config._rl_module_spec)
         return config.training(**kappa_settings)
-
-    def training(self, **kwargs):
-        """The base algorithm's `.training(...)` plus the kappa settings (keyword-only)."""
-        self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
-        return super().training(**kwargs)
 
     @property
     def schedule_length(self) -> int:

@@ -25,6 +25,13 @@ class EnvIdMixin:
         return super().environment(env, **kwargs)
 
 
+def set_given(config, settings: dict) -> None:
+    """Sets each of a `.training(...)` call's settings that the caller gave (not None or NotProvided)."""
+    for name, value in settings.items():
+        if value is not None and value is not NotProvided:
+            setattr(config, name, value)
+
+
 def check_int(name: str, value, minimum: int = 1) -> None:
     """A count: an int (not a bool) >= `minimum`; else a one-line ValueError naming the setting."""
     if isinstance(value, bool) or not (isinstance(value, int) and value >= minimum):
@@ -155,13 +162,37 @@ class RawSamplingMixin:
 
 
 class KappaConfigMixin:
-    """The kappa settings (`kappa`, `c_fa`, `total_env_steps`, `naive_schedule`) and N_kappa.
+    """The kappa settings (`kappa`, `c_fa`, `total_env_steps`, `naive_schedule`): declared, defaulted
+    and set here for every kappa config, and N_kappa.
 
-    `schedule_length` is T in the schedule's unit: env steps (kappa-DQN) or TRPO batches.
+    `schedule_length` is T in the schedule's unit: env steps (kappa-DQN) or batches (TRPO, PPO, APPO).
     """
 
     kappa_variant: str = ""  # "pi" or "vi", set by the concrete config classes
     KAPPA_SETTINGS = ("kappa", "c_fa", "total_env_steps", "naive_schedule")
+
+    def set_kappa_defaults(self, family: dict) -> None:
+        """The kappa settings' defaults, from the family's row of `kappa_rllib.defaults` (the one source
+        of the numbers: the paper's, docs/paper-settings.md). Called from each config's __init__."""
+        self.kappa = family["kappa"]  # kappa in [0, 1]; 1 is the base algorithm exactly
+        self.c_fa = family["c_fa"]  # C_FA in (0, 1): sets N_kappa (paper, Eq. 3)
+        self.total_env_steps = family["total_env_steps"]  # T
+        self.naive_schedule = False  # True: N_kappa = T, T_kappa = 1 (the paper's naive baseline)
+
+    def training(self, *, kappa: float | None = NotProvided, c_fa: float | None = NotProvided,
+                 total_env_steps: int | None = NotProvided, naive_schedule: bool | None = NotProvided, **kwargs):
+        """The base algorithm's `.training(...)` plus the kappa settings (keyword-only, like RLlib's).
+
+        Args:
+            kappa: The surrogate MDP's discount is gamma * kappa and its reward r + gamma (1 - kappa)
+                V(s') (paper, Sec. 3). In [0, 1]; kappa = 1 is the base algorithm (DQN, TRPO, ...).
+            c_fa: C_FA in (0, 1), the function-approximation error constant that sets the number of
+                kappa-iterations N_kappa = ceil(log(C_FA ...)) (paper, Eq. 3; `kappa_rllib.schedule`).
+            total_env_steps: T, the run's env steps; each kappa-iteration gets T / N_kappa of them.
+            naive_schedule: True for the paper's naive baseline: N_kappa = T, one step per iteration.
+        """
+        set_given(self, dict(kappa=kappa, c_fa=c_fa, total_env_steps=total_env_steps, naive_schedule=naive_schedule))
+        return super().training(**kwargs)
 
     @property
     def kappa_plan(self) -> KappaPlan:
@@ -170,11 +201,6 @@ class KappaConfigMixin:
 
     def _kappa_plan_options(self) -> dict:
         return {}
-
-    def _set_given(self, settings: dict) -> None:
-        for name, value in settings.items():
-            if value is not None and value is not NotProvided:
-                setattr(self, name, value)
 
     @property
     def schedule_length(self) -> int:

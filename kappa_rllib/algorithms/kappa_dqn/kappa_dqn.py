@@ -48,6 +48,7 @@ from kappa_rllib.algorithms.config_mixins import (
     check_bool,
     check_int,
     check_positive,
+    set_given,
 )
 from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
@@ -73,11 +74,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
 
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
-        # --- kappa settings (paper, Sec. 4) ---
-        self.kappa = defaults.DQN["kappa"]
-        self.c_fa = defaults.DQN["c_fa"]  # the paper's C_FA for DQN after its ablation (Appendix A.1)
-        self.total_env_steps = defaults.DQN["total_env_steps"]  # T
-        self.naive_schedule = False  # N_kappa = T, T_kappa = 1 (the paper's naive baseline)
+        # --- kappa settings (paper, Sec. 4): C_FA after the paper's ablation for DQN (Appendix A.1) ---
+        self.set_kappa_defaults(defaults.DQN)
         self.checkpoint_replay_buffer = True
         self.v_phi_source = V_PHI_PAPER  # or V_PHI_AUTHORS: see the torch learner's `v_phi`
         # Learning sees a terminal when a life is lost (DeepMind's episodic life); the game goes on
@@ -119,13 +117,29 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             }
         )
 
-    def training(self, *, env_steps_per_update=None, env_steps_per_iteration=None, env_steps_per_sample=None,
-                 updates_per_learner_call=None, overlap_sampling=None, checkpoint_replay_buffer=None, v_phi_source=None,
-                 episodic_life=None, cuda_graphs=None, **kwargs):
-        """DQN's `.training(...)` plus the kappa settings (keyword-only, like RLlib's)."""
-        self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
+    def training(self, *, env_steps_per_update: int | None = None, env_steps_per_iteration: int | None = None,
+                 env_steps_per_sample: int | None = None, updates_per_learner_call: int | None = None,
+                 overlap_sampling: bool | None = None, checkpoint_replay_buffer: bool | None = None,
+                 v_phi_source: str | None = None, episodic_life: bool | None = None,
+                 cuda_graphs: bool | None = None, **kwargs):
+        """DQN's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and these
+        (keyword-only, like RLlib's).
+
+        Args:
+            env_steps_per_update: Env steps per gradient update (the paper's 4).
+            env_steps_per_iteration: Env steps per `Algorithm.train()` call (one result row).
+            env_steps_per_sample: Env steps per EnvRunner call, acted with one set of weights: the
+                policy lag's bound.
+            updates_per_learner_call: Gradient updates fused into one learner call (at most).
+            overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates
+                on this one (policy lag <= 2 x env_steps_per_sample).
+            checkpoint_replay_buffer: Save the replay buffer in checkpoints (exact resume).
+            v_phi_source: Which network V_phi reads: `V_PHI_PAPER` or `V_PHI_AUTHORS` (kappa_rllib.variant).
+            episodic_life: Learning sees a terminal when a life is lost (needs `life_lost` in the env's info).
+            cuda_graphs: On a GPU, replay each gradient step as a CUDA graph.
+        """
         super().training(**kwargs)
-        self._set_given(dict(
+        set_given(self, dict(
             env_steps_per_update=env_steps_per_update,
             env_steps_per_iteration=env_steps_per_iteration,
             env_steps_per_sample=env_steps_per_sample,

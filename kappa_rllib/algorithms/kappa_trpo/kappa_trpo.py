@@ -18,7 +18,7 @@ from ray.rllib.core.rl_module.multi_rl_module import MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from kappa_rllib import defaults
-from kappa_rllib.algorithms.config_mixins import KappaConfigMixin
+from kappa_rllib.algorithms.config_mixins import KappaConfigMixin, set_given
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.trpo.trpo import TRPO, TRPOConfig
 from kappa_rllib.phases import KappaPhaseMachine
@@ -28,10 +28,8 @@ from kappa_rllib.variant import PHI_FIT_EVERY_BATCH, PHI_MODULE_ID, PHI_SHAPING_
 class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class)
-        self.kappa = defaults.TRPO["kappa"]
-        self.c_fa = defaults.TRPO["c_fa"]  # the paper's C_FA for TRPO after its ablation (Appendix B.1)
-        self.total_env_steps = defaults.TRPO["total_env_steps"]  # ~2000 iterations of 1024 steps (Table 4)
-        self.naive_schedule = False
+        # C_FA after the paper's ablation for TRPO (Appendix B.1); T ~2000 iterations of 1024 steps (Table 4)
+        self.set_kappa_defaults(defaults.TRPO)
         self.phi_fit = PHI_FIT_EVERY_BATCH  # kappa-PI only: see kappa_rllib.variant
         # V_theta (and the policy) in the default module; V_phi in learner-only modules.
         phi_modules = [PHI_MODULE_ID] + ([PHI_SHAPING_MODULE_ID] if self.kappa_variant == PI else [])
@@ -42,10 +40,13 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
             }
         )
 
-    def training(self, *, phi_fit=None, **kwargs):
-        """TRPO's `.training(...)` plus the kappa settings and `phi_fit` (keyword-only)."""
-        self._set_given({k: kwargs.pop(k) for k in self.KAPPA_SETTINGS if k in kwargs})
-        self._set_given({"phi_fit": phi_fit})
+    def training(self, *, phi_fit: str | None = None, **kwargs):
+        """TRPO's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and (keyword-only):
+
+        Args:
+            phi_fit: kappa-PI only: when V_phi is fitted (`kappa_rllib.variant`, PHI_FIT_*).
+        """
+        set_given(self, {"phi_fit": phi_fit})
         return super().training(**kwargs)
 
     def _kappa_plan_options(self) -> dict:

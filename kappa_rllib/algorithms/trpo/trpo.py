@@ -32,6 +32,7 @@ from kappa_rllib.algorithms.config_mixins import (
     check_int,
     check_one_batch,
     check_positive,
+    set_given,
 )
 from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.sampling import (
@@ -44,13 +45,6 @@ from kappa_rllib.algorithms.sampling import (
 )
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.schedule import validate_gamma
-
-_TRPO_SETTINGS = (
-    "lambda_", "max_kl", "cg_iters", "cg_damping", "line_search_steps", "entropy_coeff",
-    "vf_lr", "vf_epochs", "vf_minibatch_size", "kl_accept_factor", "fvp_subsample", "total_env_steps",
-    "numpy_actor", "overlap_sampling",
-)
-
 
 class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
@@ -87,15 +81,43 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # this one (exact: no policy lag; see TRPO._trpo_iteration).
         self.overlap_sampling = True
 
-    def training(self, **kwargs):
-        """RLlib's `.training(...)` plus the TRPO settings (keyword-only)."""
-        own = {k: kwargs.pop(k) for k in list(kwargs) if k in _TRPO_SETTINGS or k == "lambda"}
-        if "lambda" in own:
-            own["lambda_"] = own.pop("lambda")
+    def training(self, *, lambda_: float | None = NotProvided, max_kl: float | None = NotProvided,
+                 cg_iters: int | None = NotProvided, cg_damping: float | None = NotProvided,
+                 line_search_steps: int | None = NotProvided, entropy_coeff: float | None = NotProvided,
+                 vf_lr: float | None = NotProvided, vf_epochs: int | None = NotProvided,
+                 vf_minibatch_size: int | None = NotProvided, kl_accept_factor: float | None = NotProvided,
+                 fvp_subsample: int | None = NotProvided, total_env_steps: int | None = NotProvided,
+                 numpy_actor: bool | None = NotProvided, overlap_sampling: bool | None = NotProvided, **kwargs):
+        """RLlib's `.training(...)` plus the TRPO settings (keyword-only, like RLlib's; the paper's Table 4
+        values are the defaults, docs/paper-settings.md).
+
+        Args:
+            lambda_: GAE's lambda (also accepted as `lambda`); 1.0 is Monte-Carlo advantages. The GAE
+                baseline only: kappa-TRPO's advantages are kappa-returns.
+            max_kl: The trust region: the policy step's mean KL bound.
+            cg_iters: Conjugate-gradient iterations for the natural-gradient direction.
+            cg_damping: Damping added to the Fisher-vector products.
+            line_search_steps: Backtracking steps of the line search (halving each time).
+            entropy_coeff: Weight of the policy's entropy bonus in the surrogate.
+            vf_lr: Adam learning rate of the value network(s).
+            vf_epochs: Passes over each batch when fitting the value network(s).
+            vf_minibatch_size: Minibatch size of the value fit.
+            kl_accept_factor: Accept a line-search step with KL up to this x max_kl (1.0: TRPO as
+                published; the authors' code uses 1.5).
+            fvp_subsample: Fisher-vector products on every n-th sample (1: all; the authors' code: 5).
+            total_env_steps: T; the run reports `done` after total_env_steps // train_batch_size batches.
+            numpy_actor: Act through a numpy copy of the policy's MLP where it is one (same distribution).
+            overlap_sampling: With remote EnvRunners, sample the next batch while the value nets fit.
+        """
+        if "lambda" in kwargs:
+            lambda_ = kwargs.pop("lambda")
         super().training(**kwargs)
-        for name, value in own.items():
-            if value is not NotProvided and value is not None:
-                setattr(self, name, value)
+        set_given(self, dict(lambda_=lambda_, max_kl=max_kl, cg_iters=cg_iters, cg_damping=cg_damping,
+                            line_search_steps=line_search_steps, entropy_coeff=entropy_coeff, vf_lr=vf_lr,
+                            vf_epochs=vf_epochs, vf_minibatch_size=vf_minibatch_size,
+                            kl_accept_factor=kl_accept_factor, fvp_subsample=fvp_subsample,
+                            total_env_steps=total_env_steps, numpy_actor=numpy_actor,
+                            overlap_sampling=overlap_sampling))
         return self
 
     @property
