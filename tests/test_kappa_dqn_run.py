@@ -113,9 +113,9 @@ def test_registered_with_tune_and_result_keys_exist(ray_local, tmp_path):
 
 
 def test_policy_lag_is_bounded_and_weights_follow_each_chunk(ray_local):
-    """The EnvRunners act with weights at most `env_steps_per_sample` env steps old: after every
+    """The EnvRunners act with weights at most `env_steps_per_runner_call` env steps old: after every
     chunk that trained, the acting Q_theta equals the learner's."""
-    algo = short_config(KappaPIDQNConfig).training(env_steps_per_sample=24, env_steps_per_iteration=240).build_algo()
+    algo = short_config(KappaPIDQNConfig).training(env_steps_per_runner_call=24, env_steps_per_iteration=240).build_algo()
     chunks = []
     original = algo._improvement_step
 
@@ -136,10 +136,26 @@ def test_policy_lag_is_bounded_and_weights_follow_each_chunk(ray_local):
 
 
 def test_bad_chunk_settings_are_refused():
-    with pytest.raises(ValueError, match="env_steps_per_sample=20 must be a multiple of rollout_fragment_length=8"):
-        short_config(KappaPIDQNConfig).training(env_steps_per_sample=20).validate()
+    with pytest.raises(ValueError, match="env_steps_per_runner_call=20 must be a multiple of rollout_fragment_length=8"):
+        short_config(KappaPIDQNConfig).training(env_steps_per_runner_call=20).validate()
     with pytest.raises(ValueError, match="updates_per_learner_call must be an int >= 1"):
         short_config(KappaPIDQNConfig).training(updates_per_learner_call=0).validate()
+
+
+def test_the_old_name_env_steps_per_sample_still_sets_the_chunk_with_a_deprecation_warning():
+    """`env_steps_per_sample` (renamed `env_steps_per_runner_call`): as a keyword, as an attribute, and in a
+    config state saved before the rename (RLlib's `from_state` restores it into __dict__)."""
+    with pytest.warns(DeprecationWarning, match="use env_steps_per_runner_call"):
+        config = short_config(KappaPIDQNConfig).training(env_steps_per_sample=24)
+    assert config.env_steps_per_runner_call == 24
+    with pytest.warns(DeprecationWarning):
+        config.env_steps_per_sample = 40
+    assert config.env_steps_per_runner_call == 40 and config.env_steps_per_sample == 40
+    state = config.get_state()
+    state["env_steps_per_sample"] = state.pop("env_steps_per_runner_call")
+    old = KappaPIDQNConfig.from_state(state)
+    old.validate()
+    assert old.env_steps_per_runner_call == 40
 
 
 def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray_local):
@@ -148,7 +164,7 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     request), so every chunk after learning starts acts with weights at most 2 chunks old, and
     they do change as the learner trains."""
     algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
-            .training(env_steps_per_sample=24, env_steps_per_iteration=240).build_algo())
+            .training(env_steps_per_runner_call=24, env_steps_per_iteration=240).build_algo())
     original, at_start, checks = algo._improvement_step, [], []
 
     def _acting_weights(env_runner):  # local, so Ray ships it by value to the remote runner
@@ -198,7 +214,7 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
     finals = []
     for overlap in (False, True):
         algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=runners)
-                .training(env_steps_per_sample=24, overlap_sampling=overlap).build_algo())
+                .training(env_steps_per_runner_call=24, overlap_sampling=overlap).build_algo())
         finals.append(final_counts(algo, train_to_done(algo)))
         algo.stop()
     (plain, plain_size, plain_lag), (overlapped, size, lag) = finals
@@ -248,7 +264,7 @@ def test_naive_chunks_make_the_updates_of_one_env_step_at_a_time(config_cls, chu
     """A chunk of the naive schedule spans up to `chunk` kappa-iterations; its learner program holds
     their Q_theta updates, Q_phi updates, phi <- theta copies and target copies in the order and at
     the counts of the schedule walked one env step at a time."""
-    config = naive_config(config_cls, env_steps_per_sample=chunk)
+    config = naive_config(config_cls, env_steps_per_runner_call=chunk)
     config.validate()
     algo = object.__new__(config.algo_class)  # the schedule's bookkeeping only: no Ray, no learner
     algo.config = config
@@ -279,7 +295,7 @@ def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
     and its policy lag is bounded by the chunks of one train() call (64 + 36 env steps)."""
     finals = []
     for chunk, runners in ((4, 0), (64, 1)):
-        algo = naive_config(KappaPIDQNConfig, env_steps_per_sample=chunk).env_runners(num_env_runners=runners).build_algo()
+        algo = naive_config(KappaPIDQNConfig, env_steps_per_runner_call=chunk).env_runners(num_env_runners=runners).build_algo()
         result = algo.train()
         if runners:
             restored = KappaPIDQN.from_checkpoint(algo.save_to_path(str(tmp_path / "naive")))

@@ -18,6 +18,8 @@ checkpoint resumes the schedule exactly.
 
 from __future__ import annotations
 
+import warnings
+
 from gymnasium.spaces import Discrete
 
 from ray.rllib.algorithms.algorithm import Algorithm
@@ -96,12 +98,12 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         self.grad_clip = 10.0
         self.td_error_loss_fn = "huber"
         # Env steps per EnvRunner call, acted with one set of weights: the policy lag's bound.
-        self.env_steps_per_sample = 64
+        self.env_steps_per_runner_call = 64
         # The unit of the update bookkeeping: updates and target copies fall due per fragment.
         self.rollout_fragment_length = 4
         self.updates_per_learner_call = 64  # gradient steps fused into one learner call (at most)
         # With remote EnvRunners: sample the next chunk while the learner updates on this one
-        # (policy lag <= 2 x env_steps_per_sample).
+        # (policy lag <= 2 x env_steps_per_runner_call).
         self.overlap_sampling = True
         # On a GPU: each gradient step replayed as a CUDA graph (one launch instead of ~78 for the
         # Nature CNN); settings a graph cannot hold run eagerly (torch/gradient_step.py).
@@ -118,7 +120,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         )
 
     def training(self, *, env_steps_per_update: int | None = None, env_steps_per_iteration: int | None = None,
-                 env_steps_per_sample: int | None = None, updates_per_learner_call: int | None = None,
+                 env_steps_per_runner_call: int | None = None, updates_per_learner_call: int | None = None,
                  overlap_sampling: bool | None = None, checkpoint_replay_buffer: bool | None = None,
                  v_phi_source: str | None = None, episodic_life: bool | None = None,
                  cuda_graphs: bool | None = None, **kwargs):
@@ -128,21 +130,26 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         Args:
             env_steps_per_update: Env steps per gradient update (the paper's 4).
             env_steps_per_iteration: Env steps per `Algorithm.train()` call (one result row).
-            env_steps_per_sample: Env steps per EnvRunner call, acted with one set of weights: the
-                policy lag's bound.
+            env_steps_per_runner_call: Env steps per EnvRunner call, acted with one set of weights: the
+                policy lag's bound. (`env_steps_per_sample`, its name before 2026-11-28, is accepted with a
+                DeprecationWarning.)
             updates_per_learner_call: Gradient updates fused into one learner call (at most).
             overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates
-                on this one (policy lag <= 2 x env_steps_per_sample).
+                on this one (policy lag <= 2 x env_steps_per_runner_call).
             checkpoint_replay_buffer: Save the replay buffer in checkpoints (exact resume).
             v_phi_source: Which network V_phi reads: `V_PHI_PAPER` or `V_PHI_AUTHORS` (kappa_rllib.variant).
             episodic_life: Learning sees a terminal when a life is lost (needs `life_lost` in the env's info).
             cuda_graphs: On a GPU, replay each gradient step as a CUDA graph.
         """
+        if "env_steps_per_sample" in kwargs:  # the old name (it read like replay sampling)
+            warnings.warn("env_steps_per_sample is deprecated: use env_steps_per_runner_call", DeprecationWarning,
+                          stacklevel=2)
+            env_steps_per_runner_call = kwargs.pop("env_steps_per_sample")
         super().training(**kwargs)
         set_given(self, dict(
             env_steps_per_update=env_steps_per_update,
             env_steps_per_iteration=env_steps_per_iteration,
-            env_steps_per_sample=env_steps_per_sample,
+            env_steps_per_runner_call=env_steps_per_runner_call,
             updates_per_learner_call=updates_per_learner_call,
             overlap_sampling=overlap_sampling,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
@@ -151,6 +158,17 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             cuda_graphs=cuda_graphs,
         ))
         return self
+
+    @property
+    def env_steps_per_sample(self) -> int:
+        """Deprecated: `env_steps_per_runner_call`'s old name."""
+        return self.env_steps_per_runner_call
+
+    @env_steps_per_sample.setter
+    def env_steps_per_sample(self, value: int) -> None:
+        warnings.warn("env_steps_per_sample is deprecated: use env_steps_per_runner_call", DeprecationWarning,
+                      stacklevel=2)
+        self.env_steps_per_runner_call = value
 
     @property
     def schedule_length(self) -> int:
@@ -170,10 +188,12 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
 
     def check_ranges(self, problems: SettingProblems) -> None:
         """Each setting on its own (all problems named at once; see config_mixins)."""
+        if "env_steps_per_sample" in self.__dict__:  # a config saved before the rename (RLlib's from_state)
+            self.__dict__["env_steps_per_runner_call"] = self.__dict__.pop("env_steps_per_sample")
         self.check_sampling_ranges(problems)
         problems.check(validate_gamma, self.gamma)
         self.check_kappa_ranges(problems)
-        for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_sample",
+        for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_runner_call",
                      "updates_per_learner_call", "target_network_update_freq"):
             problems.check(check_int, name, getattr(self, name), 1)
         problems.check(check_int, "num_steps_sampled_before_learning_starts",
@@ -227,9 +247,9 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
                              f"train_batch_size={self.train_batch_size}")
         fragment = self.get_rollout_fragment_length()
-        if self.env_steps_per_sample % fragment:
+        if self.env_steps_per_runner_call % fragment:
             raise ValueError(
-                f"env_steps_per_sample={self.env_steps_per_sample} must be a multiple of "
+                f"env_steps_per_runner_call={self.env_steps_per_runner_call} must be a multiple of "
                 f"rollout_fragment_length={fragment} (the unit updates are counted in)"
             )
         if isinstance(self.env, str):
@@ -292,7 +312,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         return self.config.env_steps_per_iteration
 
     def _improvement_step(self, max_steps: int) -> int:
-        """Sample a chunk of <= env_steps_per_sample env steps (one set of acting weights), store
+        """Sample a chunk of <= env_steps_per_runner_call env steps (one set of acting weights), store
         it, then the updates it pays for in one fused learner call, then one weight sync.
 
         Updates and Q'_theta copies are counted per fragment of rollout_fragment_length env steps,
@@ -301,7 +321,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         (`_spans_iterations`): then it spans them, and its learner call holds their updates in order.
         """
         cfg = self.config
-        n = min(cfg.env_steps_per_sample, self._chunk_bound(), max_steps)
+        n = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps)
         prefetched = self._in_flight is not None
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             if prefetched:  # sampled while the previous chunk's updates ran
@@ -318,7 +338,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         lag = steps + (self._last_chunk_steps if prefetched else 0)
         self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
         self._last_chunk_steps = steps
-        n_next = min(cfg.env_steps_per_sample, self._chunk_bound(), max_steps - steps)
+        n_next = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps - steps)
         if cfg.overlap_sampling and self.env_runner_group.num_remote_workers() and n_next > 0:
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
             # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
