@@ -1,17 +1,21 @@
 """The kappa phase machine: which kappa-iteration and phase an algorithm is in.
 
 One kappa-iteration i = 0..N_kappa-1 (paper, Algorithms 5-8) is
-  * an *improvement* phase of T_kappa env steps that solves the surrogate MDP
+  * an *improvement* phase of T_kappa units that solves the surrogate MDP
     M_{gamma kappa}(V_phi) (DQN or TRPO on the shaped reward), then
   * for kappa-PI-DQN only, an *evaluation* phase of off-policy TD(0) gradient steps on the
     replay buffer (as many as the improvement phase made), with no env steps.
-After the last iteration the machine is `done`. Its whole state is a small dict that the
+After the last iteration the machine is `done`.
+
+The machine counts *units*, named by its `unit` field: env steps for kappa-DQN, sample batches for the
+TRPO family and kappa-PPO/APPO (one policy step each). Its fields say `units`, never `steps`, so that
+`phases.units` does not read as env steps where it counts batches. Its whole state is a small dict that the
 algorithm checkpoints, so a restored run resumes at the same iteration, phase and step.
 
 Adaptive kappa (`reschedule_after_current`): when kappa or C_FA change mid-run (Tune's PBT / PB2
 restore a member with mutated settings), the current iteration keeps its planned end and the units
 left after it are split anew, into the new N_kappa's share of them. The schedule is then a
-*segment* starting at `segment_steps` units and iteration `segment_iteration`; before any change
+*segment* starting at `segment_units` units and iteration `segment_iteration`; before any change
 both are 0 and the machine is the plain one.
 """
 
@@ -29,31 +33,31 @@ DONE = "done"
 
 @dataclass
 class KappaPhaseMachine:
-    total_steps: int  # T, in `unit`s: env steps (kappa-DQN) or sample batches (kappa-TRPO)
+    total_units: int  # T, in `unit`s: env steps (kappa-DQN) or sample batches (kappa-TRPO)
     num_iterations: int
     with_evaluation_phase: bool
     unit: str = "env_steps"
     iteration: int = 0
     phase: str = IMPROVEMENT
-    steps: int = 0  # units done, all iterations
-    phase_steps: int = 0  # units done in the current improvement phase
+    units: int = 0  # units done, all iterations
+    phase_units: int = 0  # units done in the current improvement phase
     phase_updates: int = 0  # gradient updates in the current phase
     improvement_updates: int = 0  # updates the last improvement phase made (evaluation budget)
-    segment_steps: int = 0  # where the current schedule segment starts (after a reschedule)
+    segment_units: int = 0  # where the current schedule segment starts (after a reschedule)
     segment_iteration: int = 0
 
     def __post_init__(self):
-        samples_per_iteration(self.total_steps, self.num_iterations)  # validates both
+        samples_per_iteration(self.total_units, self.num_iterations)  # validates both
 
     def _segment(self) -> tuple[int, int]:
         """(units, iterations) of the current schedule segment."""
-        return self.total_steps - self.segment_steps, self.num_iterations - self.segment_iteration
+        return self.total_units - self.segment_units, self.num_iterations - self.segment_iteration
 
     def _iteration_end(self, iteration: int) -> int:
         if iteration < self.segment_iteration:  # the iteration a reschedule let finish: it ends the old plan
-            return self.segment_steps
+            return self.segment_units
         units, iterations = self._segment()
-        return self.segment_steps + iteration_end(iteration - self.segment_iteration, units, iterations)
+        return self.segment_units + iteration_end(iteration - self.segment_iteration, units, iterations)
 
     def reschedule_after_current(self, num_iterations: int) -> int:
         """After the current iteration, split the units left into the share of a schedule of
@@ -63,11 +67,11 @@ class KappaPhaseMachine:
         if self.done:
             return 0
         current_end = self._iteration_end(self.iteration)
-        left = self.total_steps - current_end
+        left = self.total_units - current_end
         if left <= 0:
             return 0
-        after = max(1, min(left, round(left * num_iterations / self.total_steps)))
-        self.segment_steps, self.segment_iteration = current_end, self.iteration + 1
+        after = max(1, min(left, round(left * num_iterations / self.total_units)))
+        self.segment_units, self.segment_iteration = current_end, self.iteration + 1
         self.num_iterations = self.iteration + 1 + after
         return after
 
@@ -80,11 +84,11 @@ class KappaPhaseMachine:
     def done(self) -> bool:
         return self.phase == DONE
 
-    def steps_left_in_phase(self) -> int:
+    def units_left_in_phase(self) -> int:
         """Units until the current improvement phase ends (0 outside that phase)."""
         if self.phase != IMPROVEMENT:
             return 0
-        return max(0, self._iteration_end(self.iteration) - self.steps)
+        return max(0, self._iteration_end(self.iteration) - self.units)
 
     def updates_left_in_phase(self) -> int:
         """Evaluation-phase gradient steps still to do (0 outside that phase)."""
@@ -92,15 +96,15 @@ class KappaPhaseMachine:
             return 0
         return max(0, self.improvement_updates - self.phase_updates)
 
-    def record_steps(self, n: int) -> None:
-        self.steps += n
-        self.phase_steps += n
+    def record_units(self, n: int) -> None:
+        self.units += n
+        self.phase_units += n
 
     def record_updates(self, n: int) -> None:
         self.phase_updates += n
 
     def improvement_complete(self) -> bool:
-        return self.phase == IMPROVEMENT and self.steps_left_in_phase() == 0
+        return self.phase == IMPROVEMENT and self.units_left_in_phase() == 0
 
     def evaluation_complete(self) -> bool:
         return self.phase == EVALUATION and self.updates_left_in_phase() == 0
@@ -125,7 +129,7 @@ class KappaPhaseMachine:
 
     def _enter(self, phase: str) -> None:
         self.phase = phase
-        self.phase_steps = 0
+        self.phase_units = 0
         self.phase_updates = 0
 
     def report(self) -> dict:
@@ -134,9 +138,9 @@ class KappaPhaseMachine:
             "iteration": self.iteration,
             "num_iterations": self.num_iterations,
             "phase": self.phase,
-            f"phase_{self.unit}": self.phase_steps,
+            f"phase_{self.unit}": self.phase_units,
             "phase_updates": self.phase_updates,
-            self.unit: self.steps,
+            self.unit: self.units,
             f"{self.unit}_per_iteration": samples_per_iteration(*self._segment()),
         }
 
@@ -145,4 +149,11 @@ class KappaPhaseMachine:
 
     @classmethod
     def from_state(cls, state: dict) -> "KappaPhaseMachine":
-        return cls(**state)
+        """The machine from `get_state()`, also from a checkpoint saved before the fields said
+        `units` (2026-11-28: `total_steps`, `steps`, `phase_steps`, `segment_steps`)."""
+        return cls(**{_OLD_FIELDS.get(name, name): value for name, value in state.items()})
+
+
+# the fields' names before 2026-11-28 -> their names now (checkpoints keep the old ones)
+_OLD_FIELDS = {"total_steps": "total_units", "steps": "units", "phase_steps": "phase_units",
+               "segment_steps": "segment_units"}

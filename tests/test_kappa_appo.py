@@ -174,7 +174,7 @@ def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, conf
     from kappa_rllib.phases import KappaPhaseMachine
 
     learner = build_learner(settings(config_cls(), kappa=0.9, c_fa=0.3, total_env_steps=2000))
-    learner.set_kappa_schedule(KappaPhaseMachine(total_steps=10, num_iterations=3, with_evaluation_phase=False,
+    learner.set_kappa_schedule(KappaPhaseMachine(total_units=10, num_iterations=3, with_evaluation_phase=False,
                                                  unit="batches").get_state())
     closed, moved = [], []
     for sampled in (200, 600, 799, 800, 1000, 600, 1400, 2000, 2000):
@@ -218,7 +218,7 @@ def test_kappa_pi_appo_run_checkpoint_and_restore_with_a_new_kappa(ray_local, tm
     assert restored.learner_group._learner._kappa_closed == closed
     assert restored._env_steps_sampled() == counters["env_steps"]  # the learners' counts go on from there
     assert restored.learner_group._learner._kappa_schedule.num_iterations == phases.num_iterations
-    assert restored.train()["kappa"]["batches"] > phases.steps
+    assert restored.train()["kappa"]["batches"] > phases.units
     restored.stop()
 
     member = (settings(KappaPIAPPOConfig(), kappa=0.95, c_fa=0.3, total_env_steps=26 * 200)
@@ -268,7 +268,7 @@ def test_two_learners_agree_on_a_close_when_their_updates_carry_different_counts
     config = (settings(KappaPIAPPOConfig(), kappa=0.9, c_fa=0.5, total_env_steps=8 * 400)
               .learners(num_learners=2, num_cpus_per_learner=0.5).resources(num_cpus_for_main_process=0.5))
     algo = config.build_algo()
-    ends = [next(units for units in range(algo.phases.total_steps + 1) if algo.phases.iterations_ended_by(units) >= i)
+    ends = [next(units for units in range(algo.phases.total_units + 1) if algo.phases.iterations_ended_by(units) >= i)
             for i in (1, 2)]
     batch = config.total_train_batch_size
     # Update 1: only learner 1 has reached the first end. Update 2: only learner 0 the second.

@@ -71,7 +71,7 @@ def test_checkpoint_restores_the_schedule(ray_local, tmp_path):
         algo.train()
     path = algo.save_to_path(str(tmp_path / "ckpt"))
     restored = KappaPITRPO.from_checkpoint(path)
-    assert restored.phases == algo.phases and restored.phases.steps == 5
+    assert restored.phases == algo.phases and restored.phases.units == 5
     assert restored.counters == algo.counters == {"env_steps": 5 * BATCH}
     result = restored.train()
     assert result["kappa"]["batches"] == 6 and result["kappa"]["iteration"] == 3

@@ -16,8 +16,8 @@ def run_machine(machine, steps_per_call=3, updates_per_step=1):
             if machine.evaluation_complete():
                 machine.end_evaluation()
         else:
-            n = min(steps_per_call, machine.steps_left_in_phase())
-            machine.record_steps(n)
+            n = min(steps_per_call, machine.units_left_in_phase())
+            machine.record_units(n)
             machine.record_updates(updates_per_step)
             if machine.improvement_complete():
                 machine.end_improvement()
@@ -25,19 +25,19 @@ def run_machine(machine, steps_per_call=3, updates_per_step=1):
 
 
 def test_pi_machine_walks_the_schedule():
-    m = KappaPhaseMachine(total_steps=20, num_iterations=3, with_evaluation_phase=True)
+    m = KappaPhaseMachine(total_units=20, num_iterations=3, with_evaluation_phase=True)
     trace = run_machine(m)
     # improvement phases of 7, 7, 6 env steps (remainder to the first), evaluation after
     # all but the last iteration
     phases = [p for i, p in dict.fromkeys(trace)]
     assert phases == [IMPROVEMENT, EVALUATION, IMPROVEMENT, EVALUATION, IMPROVEMENT]
-    assert m.steps == 20 and m.iteration == 3 and m.phase == DONE
+    assert m.units == 20 and m.iteration == 3 and m.phase == DONE
 
 
 def test_evaluation_gets_as_many_updates_as_improvement():
-    m = KappaPhaseMachine(total_steps=10, num_iterations=2, with_evaluation_phase=True)
+    m = KappaPhaseMachine(total_units=10, num_iterations=2, with_evaluation_phase=True)
     for _ in range(5):
-        m.record_steps(1)
+        m.record_units(1)
         m.record_updates(3)
     assert m.improvement_complete()
     m.end_improvement()
@@ -45,17 +45,35 @@ def test_evaluation_gets_as_many_updates_as_improvement():
 
 
 def test_vi_machine_has_no_evaluation_and_round_trips_state():
-    m = KappaPhaseMachine(total_steps=9, num_iterations=3, with_evaluation_phase=False)
-    m.record_steps(4)
+    m = KappaPhaseMachine(total_units=9, num_iterations=3, with_evaluation_phase=False)
+    m.record_units(4)
     restored = KappaPhaseMachine.from_state(m.get_state())
     assert restored == m
     assert EVALUATION not in {p for _, p in run_machine(restored)}
     assert restored.iteration == 3
 
 
+def test_a_machine_saved_before_the_fields_said_units_resumes_where_it_was():
+    """A checkpoint written before 2026-11-28 holds `total_steps`, `steps`, `phase_steps` and
+    `segment_steps`; it restores to the same point of the schedule."""
+    m = KappaPhaseMachine(total_units=100, num_iterations=10, with_evaluation_phase=False, unit="batches")
+    for _ in range(23):
+        m.record_units(1)
+        if m.improvement_complete():
+            m.end_improvement()
+    m.reschedule_after_current(25)
+    new_names = {"total_units": "total_steps", "units": "steps", "phase_units": "phase_steps",
+                 "segment_units": "segment_steps"}
+    old_state = {new_names.get(name, name): value for name, value in m.get_state().items()}
+    assert "steps" in old_state and "units" not in old_state
+    restored = KappaPhaseMachine.from_state(old_state)
+    assert restored == m and (restored.units, restored.phase_units, restored.segment_units) == (23, 3, 30)
+    assert iteration_lengths(restored) == [10] + [4] * 16 + [3] * 2
+
+
 def test_machine_refuses_more_iterations_than_steps():
     with pytest.raises(ValueError, match="smaller than N_kappa"):
-        KappaPhaseMachine(total_steps=2, num_iterations=3, with_evaluation_phase=False)
+        KappaPhaseMachine(total_units=2, num_iterations=3, with_evaluation_phase=False)
 
 
 def test_shaping_closed_form():
@@ -114,9 +132,9 @@ def iteration_lengths(machine):
     """Units per kappa-iteration, walking the machine one unit at a time."""
     lengths = []
     while not machine.done:
-        machine.record_steps(1)
+        machine.record_units(1)
         if machine.improvement_complete():
-            lengths.append(machine.phase_steps)
+            lengths.append(machine.phase_units)
             machine.end_improvement()
     return lengths
 
@@ -125,35 +143,35 @@ def test_a_new_kappa_re_plans_the_units_after_the_current_iteration():
     """T = 100 in 10 iterations of 10; at unit 23 (iteration 2) a new kappa with N_kappa = 25 over
     all T: iteration 2 keeps its end (30), and the 70 units left get round(70 * 25 / 100) = 18
     iterations of ~T / N = 4 units (16 of 4 and 2 of 3)."""
-    m = KappaPhaseMachine(total_steps=100, num_iterations=10, with_evaluation_phase=False, unit="batches")
+    m = KappaPhaseMachine(total_units=100, num_iterations=10, with_evaluation_phase=False, unit="batches")
     for _ in range(23):
-        m.record_steps(1)
+        m.record_units(1)
         if m.improvement_complete():
             m.end_improvement()
-    assert (m.iteration, m.steps) == (2, 23)
+    assert (m.iteration, m.units) == (2, 23)
     assert m.reschedule_after_current(25) == 18
-    assert m.num_iterations == 21 and m.steps_left_in_phase() == 7
+    assert m.num_iterations == 21 and m.units_left_in_phase() == 7
     assert m.report()["batches_per_iteration"] == 3  # the new segment: 70 // 18
     restored = KappaPhaseMachine.from_state(m.get_state())
     assert restored == m
     assert iteration_lengths(m) == [10] + [4] * 16 + [3] * 2  # iteration 2 as planned: 10 units
-    assert m.steps == 100 and m.iteration == 21 and m.done
+    assert m.units == 100 and m.iteration == 21 and m.done
     # a second change re-plans again from its own current iteration; the total is still T
-    assert iteration_lengths(restored)[:1] == [10] and restored.steps == 100
+    assert iteration_lengths(restored)[:1] == [10] and restored.units == 100
 
 
 def test_reschedule_keeps_one_unit_per_iteration_and_does_nothing_at_the_end():
-    m = KappaPhaseMachine(total_steps=12, num_iterations=3, with_evaluation_phase=False)
-    m.record_steps(1)
+    m = KappaPhaseMachine(total_units=12, num_iterations=3, with_evaluation_phase=False)
+    m.record_units(1)
     assert m.reschedule_after_current(1000) == 8  # 8 units left after iteration 0: at most 8 iterations
     assert iteration_lengths(m) == [4] + [1] * 8
-    m = KappaPhaseMachine(total_steps=12, num_iterations=3, with_evaluation_phase=False)
+    m = KappaPhaseMachine(total_units=12, num_iterations=3, with_evaluation_phase=False)
     for _ in range(9):
-        m.record_steps(1)
+        m.record_units(1)
         if m.improvement_complete():
             m.end_improvement()
     assert m.iteration == 2 and m.reschedule_after_current(5) == 0  # the last iteration: nothing after it
-    assert iteration_lengths(m) == [4] and m.steps == 12
+    assert iteration_lengths(m) == [4] and m.units == 12
 
 
 @pytest.mark.parametrize("array", [np.zeros((0, 3), np.float32), np.arange(10, dtype=np.int64),

@@ -121,13 +121,13 @@ class KappaLoopMixin:
         n_all = self.config.schedule_length if new["naive_schedule"] else self.config.num_kappa_iterations
         before = self.phases.num_iterations
         after = self.phases.reschedule_after_current(n_all)
-        change = {self.phases.unit: self.phases.steps, "iteration": self.phases.iteration,
+        change = {self.phases.unit: self.phases.units, "iteration": self.phases.iteration,
                   "from": saved, "to": new, "iterations_after_current": after}
         self.kappa_changes.append(change)
         logger.warning(
             "kappa-rllib: kappa %s -> %s, C_FA %s -> %s at %s %d (kappa-iteration %d): %d kappa-iterations "
             "planned after this one (was %d in all, now %d)", saved["kappa"], new["kappa"], saved["c_fa"],
-            new["c_fa"], self.phases.unit, self.phases.steps, self.phases.iteration, after, before,
+            new["c_fa"], self.phases.unit, self.phases.units, self.phases.iteration, after, before,
             self.phases.num_iterations)
 
     def _extra_kappa_state(self) -> dict:

@@ -101,7 +101,7 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
         self._kappa_step_started = False  # a training_step of this train() call has run
         super().setup(config)
         self.phases = KappaPhaseMachine(
-            total_steps=self.config.schedule_length,
+            total_units=self.config.schedule_length,
             num_iterations=self.config.num_kappa_iterations,
             with_evaluation_phase=False,  # V_phi's fit happens inside each update
             unit="batches",
@@ -127,14 +127,14 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
     def _improvement_step(self, max_units: int) -> int:
         """One round of APPO (collect what the EnvRunners finished, send batches to the learners,
         broadcast weights); returns the batches of the schedule it completed (module docstring)."""
-        if self.phases.steps_left_in_phase() == 0:
+        if self.phases.units_left_in_phase() == 0:
             return 0  # the previous round overshot this whole iteration: close it without sampling
         before = self._env_steps_sampled()
         APPO.training_step(self)
         self.counters["env_steps"] += self._env_steps_sampled() - before
-        units = min(self.counters["env_steps"] // self.config.total_train_batch_size, self.phases.total_steps)
-        new = max(0, units - self.phases.steps)
-        self.phases.record_steps(new)
+        units = min(self.counters["env_steps"] // self.config.total_train_batch_size, self.phases.total_units)
+        new = max(0, units - self.phases.units)
+        self.phases.record_units(new)
         self.phases.record_updates(new)
         return new
 

@@ -76,7 +76,7 @@ class KappaPPO(ManifestMixin, KappaLoopMixin, PPO):
     def setup(self, config) -> None:
         super().setup(config)
         self.phases = KappaPhaseMachine(
-            total_steps=self.config.schedule_length,
+            total_units=self.config.schedule_length,
             num_iterations=self.config.num_kappa_iterations,
             with_evaluation_phase=False,  # V_phi's fit happens inside each batch's update
             unit="batches",
@@ -91,7 +91,7 @@ class KappaPPO(ManifestMixin, KappaLoopMixin, PPO):
         PPO.training_step(self)
         after = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         self.counters["env_steps"] += int(after - before)
-        self.phases.record_steps(1)
+        self.phases.record_units(1)
         self.phases.record_updates(1)
         return 1
 

@@ -92,7 +92,7 @@ class KappaTRPO(KappaLoopMixin, TRPO):
     def setup(self, config) -> None:
         super().setup(config)
         self.phases = KappaPhaseMachine(
-            total_steps=self.config.schedule_length,
+            total_units=self.config.schedule_length,
             num_iterations=self.config.num_kappa_iterations,
             with_evaluation_phase=False,  # V_phi's work happens inside the batches' updates
             unit="batches",
@@ -103,11 +103,11 @@ class KappaTRPO(KappaLoopMixin, TRPO):
         return 1  # one RLlib iteration = one batch = one TRPO update
 
     def _improvement_step(self, max_units: int) -> int:
-        ends_iteration = self.phases.steps_left_in_phase() == 1
+        ends_iteration = self.phases.units_left_in_phase() == 1
         self.counters["env_steps"] += self._trpo_iteration(
             self.config.train_batch_size, end_of_kappa_iteration=ends_iteration
         )
-        self.phases.record_steps(1)
+        self.phases.record_units(1)
         self.phases.record_updates(1)
         return 1
 
