@@ -73,3 +73,8 @@ class KappaPlan:
     def fits_phi_every_batch(self) -> bool:
         """kappa-PI-TRPO with the authors' schedule: one V_phi fit per sample batch."""
         return self.evaluates_phi and self.phi_fit == PHI_FIT_EVERY_BATCH
+
+    def fits_phi_on_batch(self, ends_iteration: bool) -> bool:
+        """kappa-PI-TRPO: whether V_phi is fitted on a batch (every batch, or only on a kappa-iteration's
+        last with `phi_fit="iteration_end"`: Alg. 7, line 13)."""
+        return self.fits_phi_every_batch or (self.evaluates_phi and ends_iteration)

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import ENV_RUNNER_SAMPLING_TIMER, LEARNER_UPDATE_TIMER, SYNCH_WORKER_WEIGHTS_TIMER
 
 from kappa_rllib import KappaPITRPO, KappaPITRPOConfig, KappaVITRPOConfig
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+from kappa_rllib.algorithms.kappa_loop import KAPPA_ITERATION_END_TIMER
 from kappa_rllib.schedule import num_iterations
 
 BATCH, BATCHES = 128, 26  # N_kappa = 13 for kappa 0.9, C_FA 0.3: two batches per kappa-iteration
@@ -46,6 +48,9 @@ def test_schedule_in_batches_and_v_phi_updates(ray_local, config_cls):
     learner_stats = results[-1]["learners"][DEFAULT_MODULE_ID]
     for key in ("mean_kl", "line_search_steps", "surrogate_improvement", "vf_loss", "entropy"):
         assert key in learner_stats
+    # RLlib-style timers; the kappa-iterations' closing copies (one per 2 batches) have their own
+    assert {ENV_RUNNER_SAMPLING_TIMER, LEARNER_UPDATE_TIMER, SYNCH_WORKER_WEIGHTS_TIMER,
+            KAPPA_ITERATION_END_TIMER} <= set(results[-1]["timers"])
     theta, phi = value_weights(algo, DEFAULT_MODULE_ID), value_weights(algo, PHI_MODULE_ID)
     assert theta and set(theta) == set(phi) == set(phi_before)
     assert any(not np.array_equal(phi[k], phi_before[k]) for k in phi)

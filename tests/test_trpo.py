@@ -182,7 +182,9 @@ def test_kappa_pi_v_phi_schedule_within_one_learner(phi_fit):
     snapshot0 = value_state(learner, PHI_SHAPING_MODULE_ID)
     for batch, ends in enumerate([False, False, True], start=1):
         data = learner.build_train_data(chunks)
-        learner.train_on(data, end_of_kappa_iteration=ends)
+        learner.train_on(data, fit_phi=learner.plan.fits_phi_on_batch(ends))
+        if ends:
+            learner.end_kappa_iteration()
         fits = batch if phi_fit == "every_batch" else int(ends)
         assert phi_adam_steps(learner) == fits * epochs
         snapshot, phi = value_state(learner, PHI_SHAPING_MODULE_ID), value_state(learner, PHI_MODULE_ID)

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import logging
 
+from ray.rllib.utils.metrics import TIMERS
+
 from kappa_rllib.algorithms.sampling import report_runtime, sync_env_runner_weights
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 
 logger = logging.getLogger(__name__)
+KAPPA_ITERATION_END_TIMER = "kappa_iteration_end_timer"  # result["timers"]: closing the kappa-iterations
 
 
 class KappaLoopMixin:
@@ -68,7 +71,8 @@ class KappaLoopMixin:
             else:
                 used += self._improvement_step(budget - used)
                 if self.phases.improvement_complete():
-                    self._end_improvement()
+                    with self.metrics.log_time((TIMERS, KAPPA_ITERATION_END_TIMER)):
+                        self._end_improvement()
                     self.phases.end_improvement()
 
     def _check_not_done(self) -> None:

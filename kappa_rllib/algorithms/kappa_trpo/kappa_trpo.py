@@ -6,9 +6,9 @@ batches per kappa-iteration; the naive schedule N_kappa = T is one batch per kap
 paper's Sec. 6 reading of GAE as kappa-PI-TRPO with T_kappa = 1).
 Per batch the learner fits V_theta to R_j(kappa, V_phi) and steps the policy with advantages
 R_j - V_theta(s_j); kappa-PI also fits V_phi to rho_j (every batch by default, see `phi_fit`).
-The batch that ends a kappa-iteration carries `end_of_kappa_iteration=True` to the learner, which
-then refreshes the V_phi snapshot (kappa-PI, Alg. 7, lines 12-13) or copies V_theta to V_phi
-(kappa-VI, Alg. 8, line 11). The outer loop is `kappa_rllib.algorithms.kappa_loop`.
+A kappa-iteration ends, as in every family, in the shared loop's `_end_improvement`
+(`kappa_rllib.algorithms.kappa_loop`): the learner refreshes the V_phi snapshot (kappa-PI, Alg. 7,
+lines 12-13) or copies V_theta to V_phi (kappa-VI, Alg. 8, line 11) in `end_kappa_iteration`.
 """
 
 from __future__ import annotations
@@ -103,13 +103,18 @@ class KappaTRPO(KappaLoopMixin, TRPO):
         return 1  # one RLlib iteration = one batch = one TRPO update
 
     def _improvement_step(self, max_units: int) -> int:
+        """One batch: one TRPO update, with V_phi fitted on it where the plan says so."""
         ends_iteration = self.phases.units_left_in_phase() == 1
-        self.counters["env_steps"] += self._trpo_iteration(
-            self.config.train_batch_size, end_of_kappa_iteration=ends_iteration
-        )
+        fit_phi = self.config.kappa_plan.fits_phi_on_batch(ends_iteration)
+        self.counters["env_steps"] += self._trpo_iteration(self.config.train_batch_size, fit_phi=fit_phi)
         self.phases.record_units(1)
         self.phases.record_updates(1)
         return 1
+
+    def _end_improvement(self) -> None:
+        """The kappa-iteration's closing copy in the learner (`end_kappa_iteration`)."""
+        if self.config.kappa_plan.uses_v_phi:
+            self.learner_group.foreach_learner(lambda learner: learner.end_kappa_iteration())
 
 
 class KappaPITRPO(KappaTRPO):

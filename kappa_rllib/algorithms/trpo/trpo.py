@@ -19,8 +19,12 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TIMERS,
 )
 
 from kappa_rllib import defaults, envs
@@ -45,6 +49,9 @@ from kappa_rllib.algorithms.sampling import (
 )
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.schedule import validate_gamma
+
+DEFERRED_VALUE_FITS_TIMER = "deferred_value_fits_timer"  # result["timers"]: value fits overlapped with sampling
+
 
 class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
     def __init__(self, algo_class=None):
@@ -198,27 +205,31 @@ class TRPO(ManifestMixin, Algorithm):
         after the fits have finished. Every batch is sampled by the policy it then updates.
         """
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-        if self._prefetching:  # the batch the runners sampled during the last value fits
-            self._prefetching = False
-            segments = collect_env_steps(self)
-        else:
-            segments = sample_env_steps(self, num_env_steps, global_env_steps=lifetime)
+        with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+            if self._prefetching:  # the batch the runners sampled during the last value fits
+                self._prefetching = False
+                segments = collect_env_steps(self)
+            else:
+                segments = sample_env_steps(self, num_env_steps, global_env_steps=lifetime)
         columns = segment_transitions(segments)
         steps = len(columns[Columns.REWARDS])
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
         batches = self.config.total_env_steps // self.config.train_batch_size
         overlap = (self.config.overlap_sampling and self.env_runner_group.num_remote_workers() > 0
                    and lifetime + steps < batches * self.config.train_batch_size)  # a next batch is due
-        results = self.learner_group.update(
-            batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, defer_value_fits=overlap,
-            **learner_kwargs,
-        )
+        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):  # with overlap: the policy step alone
+            results = self.learner_group.update(
+                batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, defer_value_fits=overlap,
+                **learner_kwargs,
+            )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
-        sync_env_runner_weights(self)
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            sync_env_runner_weights(self)
         if overlap:
             submit_env_steps(self, num_env_steps, global_env_steps=lifetime + steps)
             self._prefetching = True
-            results = self.learner_group.foreach_learner(lambda learner: learner.deferred_value_fits())
+            with self.metrics.log_time((TIMERS, DEFERRED_VALUE_FITS_TIMER)):
+                results = self.learner_group.foreach_learner(lambda learner: learner.deferred_value_fits())
             self.metrics.aggregate([r.get() for r in results], key=LEARNER_RESULTS)
         return steps
 

@@ -10,8 +10,9 @@ Which network is "V_phi" in R_j (docs/paper-settings.md, "V_phi in kappa-PI-TRPO
     code; `phi_fit="every_batch"`) or only on an iteration's last batch (Alg. 7 read literally;
     `phi_fit="iteration_end"`); the snapshot is refreshed from it when a kappa-iteration ends.
   * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends (Alg. 8, line 11).
-The algorithm says which batch ends an iteration through the update call's
-`end_of_kappa_iteration=True`, so that batch's data never has to outlive the call.
+The algorithm says whether V_phi is fitted on a batch through the update call's `fit_phi`
+(`KappaPlan.fits_phi_on_batch`), so that batch's data never has to outlive the call, and closes a
+kappa-iteration with `end_kappa_iteration` (the shared loop's `_end_improvement`).
 """
 
 from __future__ import annotations
@@ -68,30 +69,29 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
             out[PHI_SHAPING_VALUES] = v_shaping[:-1]  # for the metric below, not recomputed
         return out
 
-    def value_targets(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> dict:
-        """V_theta to R_j; kappa-PI's V_phi to rho_j on every batch (or only on an iteration's
-        last, `phi_fit="iteration_end"`; Alg. 7, line 13), in the same fit."""
+    def value_targets(self, data: dict, *, fit_phi: bool = False, **kwargs) -> dict:
+        """V_theta to R_j; with `fit_phi` (kappa-PI: `KappaPlan.fits_phi_on_batch`) V_phi to rho_j
+        (Alg. 7, line 13), in the same fit."""
         targets = super().value_targets(data)
-        plan = self.plan
-        if plan.fits_phi_every_batch or (plan.evaluates_phi and end_of_kappa_iteration):
+        if fit_phi:
             targets[PHI_MODULE_ID] = data[PHI_VALUE_TARGETS]
         return targets
 
-    def after_value_fit(self, data: dict, *, end_of_kappa_iteration: bool = False, **kwargs) -> None:
-        """The kappa-iteration's closing copy if this batch is its last."""
-        plan = self.plan
-        if plan.evaluates_phi:
+    def after_value_fit(self, data: dict, **kwargs) -> None:
+        if self.plan.evaluates_phi:
             # how well the shaping network tracks the plain returns (too small: shaping ~ r)
             self.metrics.log_dict(
                 {"rho_mean": data[PHI_VALUE_TARGETS].mean().item(),
                  "v_phi_shaping_mean": data[PHI_SHAPING_VALUES].mean().item()},
                 key=PHI_MODULE_ID, window=1,
             )
-        if end_of_kappa_iteration:
-            if plan.evaluates_phi:
-                self._refresh_phi_snapshot()
-            elif plan.copies_theta_to_phi:
-                self.copy_value_theta_to_phi()
+
+    def end_kappa_iteration(self) -> None:
+        """What closes a kappa-iteration: kappa-PI's V_phi snapshot, kappa-VI's phi <- theta."""
+        if self.plan.evaluates_phi:
+            self._refresh_phi_snapshot()
+        elif self.plan.copies_theta_to_phi:
+            self.copy_value_theta_to_phi()
 
     def _refresh_phi_snapshot(self) -> None:
         """V_phi_shaping <- V_phi: the next kappa-iteration's surrogate MDP is fixed."""
