@@ -45,10 +45,10 @@ def test_kappa_vi_dqn_with_remote_env_runner_and_learner(two_node_cluster, tmp_p
         .training(
             kappa=0.9, c_fa=0.3, total_env_steps=1000, env_steps_per_iteration=500,
             num_steps_sampled_before_learning_starts=100, target_network_update_freq=100,
-            replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 2000},
+            replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 2000}, env_steps_per_fragment=8,
         )
         .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
-        .env_runners(num_env_runners=1, rollout_fragment_length=8, num_cpus_per_env_runner=1)
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=1)
         .learners(num_learners=1, num_cpus_per_learner=1)
         .debugging(seed=0)
     )

@@ -98,8 +98,8 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
     config = (
         KappaPIDQNConfig()
         .environment("CartPole-v1")
-        .env_runners(num_env_runners=2, rollout_fragment_length=8)
-        .training(kappa=0.9, c_fa=0.3, total_env_steps=2000, env_steps_per_iteration=400, env_steps_per_runner_call=32,
+        .env_runners(num_env_runners=2)
+        .training(env_steps_per_fragment=8, kappa=0.9, c_fa=0.3, total_env_steps=2000, env_steps_per_iteration=400, env_steps_per_runner_call=32,
                   num_steps_sampled_before_learning_starts=100, target_network_update_freq=100,
                   replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 5000})
         .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})

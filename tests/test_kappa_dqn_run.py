@@ -5,10 +5,18 @@ import pytest
 import torch
 
 from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_UPDATE_TIMER,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+)
 
 from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
 from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
 from kappa_rllib.replay import unpack_array
+from kappa_rllib.algorithms.kappa_loop import KAPPA_ITERATION_END_TIMER
 from kappa_rllib.schedule import iteration_end, num_iterations
 
 KAPPA, C_FA, T, PER_ITER = 0.9, 0.3, 2600, 400
@@ -22,9 +30,9 @@ def short_config(config_cls):
             kappa=KAPPA, c_fa=C_FA, total_env_steps=T, env_steps_per_iteration=PER_ITER,
             num_steps_sampled_before_learning_starts=200, target_network_update_freq=100,
             epsilon=[(0, 1.0), (1000, 0.1)], replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 5000},
+            env_steps_per_fragment=8,
         )
         .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
-        .env_runners(rollout_fragment_length=8)
         .debugging(seed=0)
     )
 
@@ -54,6 +62,9 @@ def test_schedule_is_reported_and_followed(ray_local, config_cls):
         assert k["iteration"] == expected_iteration(k["env_steps"], n, k["phase"])
     assert kappa[-1]["iteration"] == n and kappa[-1]["phase"] == "done"
     assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == T
+    # where the time goes, under RLlib's timer names plus the kappa-iterations' ends
+    assert {ENV_RUNNER_SAMPLING_TIMER, REPLAY_BUFFER_ADD_DATA_TIMER, REPLAY_BUFFER_SAMPLE_TIMER, LEARNER_UPDATE_TIMER,
+            SYNCH_WORKER_WEIGHTS_TIMER, KAPPA_ITERATION_END_TIMER} <= set(results[-1]["timers"])
 
     theta, phi = module_weights(algo, DEFAULT_MODULE_ID), module_weights(algo, PHI_MODULE_ID)
     same = all(np.array_equal(theta[k], phi[k]) for k in theta)
@@ -124,7 +135,7 @@ def test_policy_lag_is_bounded_and_weights_follow_each_chunk(ray_local):
         learner = module_weights(algo, DEFAULT_MODULE_ID)
         acting = {k: v.detach().numpy() for k, v in algo.env_runner.module.state_dict().items()
                   if not k.startswith("_target")}
-        chunks.append((steps, algo.phases.steps, all(np.array_equal(acting[k], learner[k]) for k in acting)))
+        chunks.append((steps, algo.phases.units, all(np.array_equal(acting[k], learner[k]) for k in acting)))
         return steps
 
     algo._improvement_step = recording
@@ -136,7 +147,7 @@ def test_policy_lag_is_bounded_and_weights_follow_each_chunk(ray_local):
 
 
 def test_bad_chunk_settings_are_refused():
-    with pytest.raises(ValueError, match="env_steps_per_runner_call=20 must be a multiple of rollout_fragment_length=8"):
+    with pytest.raises(ValueError, match="env_steps_per_runner_call=20 must be a multiple of env_steps_per_fragment=8"):
         short_config(KappaPIDQNConfig).training(env_steps_per_runner_call=20).validate()
     with pytest.raises(ValueError, match="updates_per_learner_call must be an int >= 1"):
         short_config(KappaPIDQNConfig).training(updates_per_learner_call=0).validate()
@@ -158,6 +169,26 @@ def test_the_old_name_env_steps_per_sample_still_sets_the_chunk_with_a_deprecati
     assert old.env_steps_per_runner_call == 40
 
 
+def test_rollout_fragment_length_still_sets_the_schedule_fragment_with_a_deprecation_warning():
+    """kappa-DQN counted its update schedule in `rollout_fragment_length` before 2026-11-28: set on
+    `.env_runners(...)` or in a config state saved then (no `env_steps_per_fragment` in it), it becomes
+    `env_steps_per_fragment`; set beside a different `env_steps_per_fragment`, it is refused."""
+    config = short_config(KappaPIDQNConfig).training(env_steps_per_fragment=4).env_runners(rollout_fragment_length=8)
+    with pytest.warns(DeprecationWarning, match=r"use \.training\(env_steps_per_fragment=8\)"):
+        config.validate()
+    assert config.env_steps_per_fragment == 8 and config.rollout_fragment_length == "auto"
+    state = short_config(KappaPIDQNConfig).get_state()
+    state.pop("env_steps_per_fragment")
+    state["rollout_fragment_length"] = 16
+    old = KappaPIDQNConfig.from_state(state)
+    with pytest.warns(DeprecationWarning):
+        old.validate()
+    assert old.env_steps_per_fragment == 16
+    with pytest.raises(ValueError, match="rollout_fragment_length=8 and env_steps_per_fragment=2 disagree"):
+        short_config(KappaPIDQNConfig).training(env_steps_per_fragment=2).env_runners(
+            rollout_fragment_length=8).validate()
+
+
 def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray_local):
     """With a remote EnvRunner and overlap, the chunk sampled during step i's updates acts with the
     learner's weights as they were when step i began (the weights travel with the sampling
@@ -177,7 +208,7 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
         learner = module_weights(algo, DEFAULT_MODULE_ID)
         if prefetched:  # the chunk in flight was submitted at the start of the previous step
             expected = at_start[-1]
-            checks.append((algo.phases.steps, all(np.array_equal(acting[k], expected[k]) for k in expected)))
+            checks.append((algo.phases.units, all(np.array_equal(acting[k], expected[k]) for k in expected)))
         at_start.append(learner)
         return original(max_steps)
 
@@ -230,8 +261,8 @@ NAIVE_T, NAIVE_START, NAIVE_SYNC = 300, 21, 40  # phi's target period: 40 // 4 =
 def naive_config(config_cls, **training):
     return (short_config(config_cls)
             .training(naive_schedule=True, total_env_steps=NAIVE_T, num_steps_sampled_before_learning_starts=NAIVE_START,
-                      target_network_update_freq=NAIVE_SYNC, env_steps_per_iteration=100, **training)
-            .env_runners(rollout_fragment_length=4))
+                      target_network_update_freq=NAIVE_SYNC, env_steps_per_iteration=100, env_steps_per_fragment=4,
+                      **training))
 
 
 def naive_ops_one_step_at_a_time(variant):

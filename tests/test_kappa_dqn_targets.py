@@ -265,7 +265,7 @@ def test_lr_schedule_follows_the_env_steps_of_fused_updates():
 def test_foreach_global_norm_clip_equals_rllibs(scale):
     from ray.rllib.utils.torch_utils import clip_gradients
 
-    from kappa_rllib.algorithms.kappa_dqn.torch.kappa_dqn_torch_learner import clip_by_global_norm_
+    from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import clip_by_global_norm_
 
     gen = torch.Generator().manual_seed(3)
     grads = [scale * torch.randn(shape, generator=gen) for shape in [(16, 4), (16,), (2, 16), (2,)]]

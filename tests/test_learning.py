@@ -73,10 +73,9 @@ def test_tabular_greedy_policy_closes_90_percent_of_gap(ray_local, config_cls):
             kappa=0.5, c_fa=0.1, gamma=gamma, total_env_steps=12_000, lr=1e-3, train_batch_size=64,
             target_network_update_freq=200, num_steps_sampled_before_learning_starts=500,
             epsilon=[(0, 1.0), (4000, 0.05)], env_steps_per_update=2, env_steps_per_iteration=3000,
-            replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 20_000},
+            replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 20_000}, env_steps_per_fragment=8,
         )
         .rl_module(model_config={"fcnet_hiddens": [32], "head_fcnet_hiddens": []})
-        .env_runners(rollout_fragment_length=8)
         .debugging(seed=0)
     )
     algo, _ = train_to_end(config)

@@ -23,10 +23,9 @@ def w1_config(variant: str, kappa: float, total_steps: int, seed: int = 0):
             num_steps_sampled_before_learning_starts=W1["learning_starts"],
             epsilon=[(0, 1.0), (W1["epsilon_steps"], W1["epsilon_final"])],
             replay_buffer_config={"type": "UniformReplayBuffer", "capacity": W1["replay"]},
-            env_steps_per_iteration=5120,
+            env_steps_per_iteration=5120, env_steps_per_fragment=W1["env_steps_per_update"],
         )
         .rl_module(model_config={"fcnet_hiddens": [W1["hidden"]] * 2, "head_fcnet_hiddens": []})
-        .env_runners(rollout_fragment_length=W1["env_steps_per_update"])
         .debugging(seed=seed)
     )
 

@@ -18,8 +18,6 @@ checkpoint resumes the schedule exactly.
 
 from __future__ import annotations
 
-import warnings
-
 from gymnasium.spaces import Discrete
 
 from ray.rllib.algorithms.algorithm import Algorithm
@@ -65,13 +63,15 @@ from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.schedule import validate_gamma
 from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates, split_into_calls
+from kappa_rllib.algorithms.kappa_dqn.renamed_settings import DEFAULT_FRAGMENT, RenamedSettingsMixin
 from kappa_rllib.algorithms.kappa_dqn.update_schedule import UpdateScheduleMixin
 from kappa_rllib.variant import PHI_MODULE_ID, PI, V_PHI_AUTHORS, V_PHI_PAPER, V_PHI_SOURCES, VI
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
 
-class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, KappaConfigMixin, DQNConfig):
+class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, RenamedSettingsMixin, KappaConfigMixin,
+                      DQNConfig):
     """Shared config of kappa-PI-DQN and kappa-VI-DQN; use the two subclasses."""
 
     def __init__(self, algo_class=None):
@@ -99,8 +99,10 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         self.td_error_loss_fn = "huber"
         # Env steps per EnvRunner call, acted with one set of weights: the policy lag's bound.
         self.env_steps_per_runner_call = 64
-        # The unit of the update bookkeeping: updates and target copies fall due per fragment.
-        self.rollout_fragment_length = 4
+        # The update schedule's fragment: updates paid for and a due Q'_theta copy are counted at the
+        # end of each fragment of this many env steps, as if EnvRunners sampled one fragment at a time
+        # (the role of RLlib DQN's rollout_fragment_length, which kappa-DQN read before 2026-11-28).
+        self.env_steps_per_fragment = DEFAULT_FRAGMENT
         self.updates_per_learner_call = 64  # gradient steps fused into one learner call (at most)
         # With remote EnvRunners: sample the next chunk while the learner updates on this one
         # (policy lag <= 2 x env_steps_per_runner_call).
@@ -119,16 +121,24 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             }
         )
 
-    def training(self, *, env_steps_per_update: int | None = None, env_steps_per_iteration: int | None = None,
-                 env_steps_per_runner_call: int | None = None, updates_per_learner_call: int | None = None,
-                 overlap_sampling: bool | None = None, checkpoint_replay_buffer: bool | None = None,
-                 v_phi_source: str | None = None, episodic_life: bool | None = None,
-                 cuda_graphs: bool | None = None, **kwargs):
+    def training(self, *, env_steps_per_update: int | None = None, env_steps_per_fragment: int | None = None,
+                 env_steps_per_iteration: int | None = None, env_steps_per_runner_call: int | None = None,
+                 updates_per_learner_call: int | None = None, overlap_sampling: bool | None = None,
+                 checkpoint_replay_buffer: bool | None = None, v_phi_source: str | None = None,
+                 episodic_life: bool | None = None, cuda_graphs: bool | None = None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and these
         (keyword-only, like RLlib's).
 
+        Every step setting counts env steps except `updates_per_learner_call` (gradient updates): these
+        four, the kappa settings' `total_env_steps` (T), and DQN's `target_network_update_freq` and
+        `num_steps_sampled_before_learning_starts`.
+
         Args:
             env_steps_per_update: Env steps per gradient update (the paper's 4).
+            env_steps_per_fragment: The update schedule's fragment: updates paid for and a due Q'_theta copy
+                are counted at the end of each fragment of this many env steps, exactly as if the EnvRunners
+                sampled one fragment at a time (RLlib DQN's `rollout_fragment_length` role; kappa-DQN read
+                that setting before 2026-11-28 and still takes it, with a DeprecationWarning).
             env_steps_per_iteration: Env steps per `Algorithm.train()` call (one result row).
             env_steps_per_runner_call: Env steps per EnvRunner call, acted with one set of weights: the
                 policy lag's bound. (`env_steps_per_sample`, its name before 2026-11-28, is accepted with a
@@ -141,13 +151,11 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             episodic_life: Learning sees a terminal when a life is lost (needs `life_lost` in the env's info).
             cuda_graphs: On a GPU, replay each gradient step as a CUDA graph.
         """
-        if "env_steps_per_sample" in kwargs:  # the old name (it read like replay sampling)
-            warnings.warn("env_steps_per_sample is deprecated: use env_steps_per_runner_call", DeprecationWarning,
-                          stacklevel=2)
-            env_steps_per_runner_call = kwargs.pop("env_steps_per_sample")
+        env_steps_per_runner_call = self.take_renamed_keywords(kwargs, env_steps_per_runner_call)
         super().training(**kwargs)
         set_given(self, dict(
             env_steps_per_update=env_steps_per_update,
+            env_steps_per_fragment=env_steps_per_fragment,
             env_steps_per_iteration=env_steps_per_iteration,
             env_steps_per_runner_call=env_steps_per_runner_call,
             updates_per_learner_call=updates_per_learner_call,
@@ -158,17 +166,6 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
             cuda_graphs=cuda_graphs,
         ))
         return self
-
-    @property
-    def env_steps_per_sample(self) -> int:
-        """Deprecated: `env_steps_per_runner_call`'s old name."""
-        return self.env_steps_per_runner_call
-
-    @env_steps_per_sample.setter
-    def env_steps_per_sample(self, value: int) -> None:
-        warnings.warn("env_steps_per_sample is deprecated: use env_steps_per_runner_call", DeprecationWarning,
-                      stacklevel=2)
-        self.env_steps_per_runner_call = value
 
     @property
     def schedule_length(self) -> int:
@@ -188,13 +185,12 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
 
     def check_ranges(self, problems: SettingProblems) -> None:
         """Each setting on its own (all problems named at once; see config_mixins)."""
-        if "env_steps_per_sample" in self.__dict__:  # a config saved before the rename (RLlib's from_state)
-            self.__dict__["env_steps_per_runner_call"] = self.__dict__.pop("env_steps_per_sample")
+        problems.check(self.migrate_renamed_settings)  # renamed_settings.py: the old names, for one release
         self.check_sampling_ranges(problems)
         problems.check(validate_gamma, self.gamma)
         self.check_kappa_ranges(problems)
-        for name in ("env_steps_per_update", "env_steps_per_iteration", "env_steps_per_runner_call",
-                     "updates_per_learner_call", "target_network_update_freq"):
+        for name in ("env_steps_per_update", "env_steps_per_fragment", "env_steps_per_iteration",
+                     "env_steps_per_runner_call", "updates_per_learner_call", "target_network_update_freq"):
             problems.check(check_int, name, getattr(self, name), 1)
         problems.check(check_int, "num_steps_sampled_before_learning_starts",
                        self.num_steps_sampled_before_learning_starts, 0)
@@ -246,11 +242,10 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Kapp
         if capacity < self.train_batch_size:
             raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
                              f"train_batch_size={self.train_batch_size}")
-        fragment = self.get_rollout_fragment_length()
-        if self.env_steps_per_runner_call % fragment:
+        if self.env_steps_per_runner_call % self.env_steps_per_fragment:
             raise ValueError(
                 f"env_steps_per_runner_call={self.env_steps_per_runner_call} must be a multiple of "
-                f"rollout_fragment_length={fragment} (the unit updates are counted in)"
+                f"env_steps_per_fragment={self.env_steps_per_fragment} (the unit updates are counted in)"
             )
         if isinstance(self.env, str):
             space = envs.action_space_of(self.env, self.env_config)
@@ -287,7 +282,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         schedule's bookkeeping, `_chunk_program`, reads besides the config)."""
         cfg = self.config
         self.phases = KappaPhaseMachine(
-            total_steps=cfg.total_env_steps,
+            total_units=cfg.total_env_steps,
             num_iterations=cfg.num_kappa_iterations,
             # kappa-PI evaluates Q_phi in a phase of its own; at kappa = 1 V_phi is multiplied by
             # gamma (1 - kappa) = 0, so evaluating it is wasted work and the algorithm is DQN.
@@ -315,7 +310,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         """Sample a chunk of <= env_steps_per_runner_call env steps (one set of acting weights), store
         it, then the updates it pays for in one fused learner call, then one weight sync.
 
-        Updates and Q'_theta copies are counted per fragment of rollout_fragment_length env steps,
+        Updates and Q'_theta copies are counted per fragment of env_steps_per_fragment env steps,
         exactly as if each fragment were sampled and trained on by itself (`_theta_schedule`).
         A chunk ends with the improvement phase, except where iterations are shorter than a chunk
         (`_spans_iterations`): then it spans them, and its learner call holds their updates in order.
@@ -328,7 +323,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
                 assert self._in_flight == n, (self._in_flight, n)
                 segments, self._in_flight = collect_env_steps(self), None
             else:
-                segments = sample_env_steps(self, n, global_env_steps=self.phases.steps)
+                segments = sample_env_steps(self, n, global_env_steps=self.phases.units)
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
             transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
             steps = len(transitions.get(Columns.REWARDS, ()))
@@ -343,7 +338,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
             # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
             # learner updates on this one.
-            submit_env_steps(self, n_next, global_env_steps=self.phases.steps)
+            submit_env_steps(self, n_next, global_env_steps=self.phases.units)
             self._in_flight = n_next
         if program:
             self._update(program)
@@ -352,8 +347,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         return steps
 
     def _end_improvement(self) -> None:
-        with self.metrics.log_time((TIMERS, "kappa_iteration_end_timer")):
-            self._update(self._iteration_end_program())
+        self._update(self._iteration_end_program())
 
     def _evaluation_step(self) -> None:
         """Up to `updates_per_learner_call` Q_phi updates of the evaluation phase, one fused learner call."""
@@ -378,7 +372,7 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
             results = self.learner_group.update(
                 batch=batch,
-                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.steps},
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.units},
                 fused_update={"program": call, "minibatch_size": minibatch_size},
             )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)

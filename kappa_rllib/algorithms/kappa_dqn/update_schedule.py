@@ -2,7 +2,7 @@
 for, kept in the phase machine and the counters (both checkpointed with the algorithm).
 
   * Q_theta: one update per `env_steps_per_update` env steps after learning starts, counted per
-    fragment of `rollout_fragment_length` env steps; Q'_theta <- Q_theta every
+    fragment of `env_steps_per_fragment` env steps; Q'_theta <- Q_theta every
     `target_network_update_freq` env steps (`_theta_schedule`);
   * the end of a kappa-iteration: kappa-VI's phi <- theta (`_iteration_end_program`, Alg. 6 l. 13);
   * kappa-PI's evaluation phase: as many Q_phi updates as the improvement made, Q'_phi copied after as
@@ -32,8 +32,8 @@ class UpdateScheduleMixin:
         """Env steps the next chunk may take: to the end of the improvement phase, or of the
         schedule when chunks span iterations."""
         if self._spans_iterations():
-            return self.phases.total_steps - self.phases.steps
-        return self.phases.steps_left_in_phase()
+            return self.phases.total_units - self.phases.units
+        return self.phases.units_left_in_phase()
 
     def _chunk_program(self, steps: int) -> list[TDUpdates]:
         """Records a chunk of `steps` env steps in the phase machine and returns the learner
@@ -43,7 +43,7 @@ class UpdateScheduleMixin:
         and, for kappa-PI, its evaluation phase (`_evaluation_program`)."""
         program = []
         while steps > 0:
-            m = min(steps, self.phases.steps_left_in_phase())
+            m = min(steps, self.phases.units_left_in_phase())
             steps -= m
             updates, syncs = self._theta_schedule(m)
             if updates:
@@ -63,22 +63,22 @@ class UpdateScheduleMixin:
         for (one per env_steps_per_update after learning starts) and after which of those
         updates Q'_theta <- Q_theta is due (every target_network_update_freq env steps)."""
         cfg, c = self.config, self.counters
-        fragment = cfg.get_rollout_fragment_length()
+        fragment = cfg.env_steps_per_fragment
         num_updates, syncs = 0, []
         while steps > 0:
             m = min(fragment, steps)
             steps -= m
-            self.phases.record_steps(m)
-            if self.phases.steps < cfg.num_steps_sampled_before_learning_starts:
+            self.phases.record_units(m)
+            if self.phases.units < cfg.num_steps_sampled_before_learning_starts:
                 continue
             c["pending_update_env_steps"] += m
             k = c["pending_update_env_steps"] // cfg.env_steps_per_update
             if k:
                 c["pending_update_env_steps"] -= k * cfg.env_steps_per_update
                 num_updates += k
-                if self.phases.steps - c["last_theta_target_sync"] >= cfg.target_network_update_freq:
+                if self.phases.units - c["last_theta_target_sync"] >= cfg.target_network_update_freq:
                     syncs.append(num_updates)
-                    c["last_theta_target_sync"] = self.phases.steps
+                    c["last_theta_target_sync"] = self.phases.units
         return num_updates, syncs
 
     def _iteration_end_program(self) -> list:

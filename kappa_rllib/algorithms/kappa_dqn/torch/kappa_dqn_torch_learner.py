@@ -24,7 +24,6 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_learner import KappaDQNLearner
 from kappa_rllib.algorithms.kappa_dqn.torch.fused_update import FusedUpdateMixin
-from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import clip_by_global_norm_  # noqa: F401  (tests)
 from kappa_rllib.shaping import shaped_reward, surrogate_td_target
 from kappa_rllib.variant import PHI_MODULE_ID, V_PHI_AUTHORS
 
