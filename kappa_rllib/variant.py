@@ -23,9 +23,6 @@ from dataclasses import dataclass
 
 PHI_MODULE_ID = "kappa_phi"
 PHI_SHAPING_MODULE_ID = "kappa_phi_shaping"
-# kappa-DQN's phi <- theta as a plain program tuple's module id (kappa_dqn/learner_program.py types it).
-COPY_THETA_TO_PHI = "copy_theta_to_phi"
-
 # Where kappa-DQN's V_phi(s') reads Q_phi (the torch learner's `v_phi`): the paper's Algorithms 5 and 6,
 # or the authors' code (the target Q'_phi at the online Q_theta's greedy action).
 V_PHI_PAPER, V_PHI_AUTHORS = "paper", "authors"

@@ -5,7 +5,6 @@ No cloud, SSH machines or Kubernetes here: these are the checks `ray up` / the K
 first (tests/test_cluster.py runs Ray itself, as separate processes).
 """
 
-import copy
 import re
 import shlex
 import tomllib

@@ -16,7 +16,8 @@ from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig, presets
 from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import GraphedTDStep, graph_unsupported_reason
 from kappa_rllib.envs import make_env
-from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI, TDUpdates, num_updates
+from kappa_rllib.variant import PHI_MODULE_ID
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 ENV = "ALE/Breakout-v5"
@@ -47,7 +48,7 @@ def test_a_cpu_learner_steps_eagerly():
     learner = atari_config().build_learner(env=make_env(ENV))
     assert learner._graph_off == "the learner is on the CPU"
     learner.update(training_data=TrainingData(batch=frames_batch(2, seed=0)),
-                   fused_update={"program": [(DEFAULT_MODULE_ID, 2, [1])], "minibatch_size": SIZE})
+                   fused_update={"program": [TDUpdates(DEFAULT_MODULE_ID, 2, (1,))], "minibatch_size": SIZE})
     assert learner._graphs == {}
 
 
@@ -74,7 +75,7 @@ def gpu_learner(config_cls, graphs: bool, state=None):
 
 
 def run(learner, runs, seed):
-    k = sum(n for _, n, _ in runs)
+    k = num_updates(runs)
     return learner.update(training_data=TrainingData(batch=frames_batch(k, seed)),
                           fused_update={"program": runs, "minibatch_size": SIZE})
 
@@ -93,8 +94,9 @@ def assert_same_weights(a, b):
 # kappa-PI: Q_theta updates with two target copies, the evaluation phase (Q_phi, with its own
 # copy), the next iteration; kappa-VI: an iteration's end (phi <- theta) between Q_theta runs.
 PROGRAMS = {
-    KappaPIDQNConfig: [[(DEFAULT_MODULE_ID, 6, [2, 5]), (PHI_MODULE_ID, 4, [1])], [(DEFAULT_MODULE_ID, 3, [2])]],
-    KappaVIDQNConfig: [[(DEFAULT_MODULE_ID, 5, [2]), (COPY_THETA_TO_PHI, 0, [])], [(DEFAULT_MODULE_ID, 3, [1])]],
+    KappaPIDQNConfig: [[TDUpdates(DEFAULT_MODULE_ID, 6, (2, 5)), TDUpdates(PHI_MODULE_ID, 4, (1,))],
+                       [TDUpdates(DEFAULT_MODULE_ID, 3, (2,))]],
+    KappaVIDQNConfig: [[TDUpdates(DEFAULT_MODULE_ID, 5, (2,)), COPY_THETA_TO_PHI], [TDUpdates(DEFAULT_MODULE_ID, 3, (1,))]],
 }
 
 

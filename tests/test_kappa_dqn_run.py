@@ -14,7 +14,8 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib import KappaPIDQN, KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI
+from kappa_rllib.variant import PHI_MODULE_ID
 from kappa_rllib.replay import unpack_array
 from kappa_rllib.algorithms.kappa_loop import KAPPA_ITERATION_END_TIMER
 from kappa_rllib.schedule import iteration_end, num_iterations
@@ -305,8 +306,11 @@ def test_naive_chunks_make_the_updates_of_one_env_step_at_a_time(config_cls, chu
         used = 0
         while not algo.phases.done and used < 100:
             n = min(chunk, algo._chunk_bound(), 100 - used)
-            for module_id, k, syncs in algo._chunk_program(n):
-                ops += [(module_id, j in syncs) for j in range(1, k + 1)] if k else [(module_id, False)]
+            for step in algo._chunk_program(n):
+                if step == COPY_THETA_TO_PHI:
+                    ops.append((COPY_THETA_TO_PHI, False))
+                else:
+                    ops += [(step.module_id, j in step.target_syncs) for j in range(1, step.num_updates + 1)]
             chunks.append(n)
             used += n
     variant = "vi" if config_cls is KappaVIDQNConfig else "pi"

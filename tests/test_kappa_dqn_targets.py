@@ -11,7 +11,8 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 
 from kappa_rllib import KappaPIDQNConfig, KappaVIDQNConfig
-from kappa_rllib.variant import COPY_THETA_TO_PHI, PHI_MODULE_ID
+from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI, TDUpdates, num_updates
+from kappa_rllib.variant import PHI_MODULE_ID
 
 GAMMA = 0.97
 MODEL = {"fcnet_hiddens": [16], "head_fcnet_hiddens": []}
@@ -172,7 +173,7 @@ def test_fused_update_equals_rllibs_minibatch_loop(module_id, v_phi_source):
     data = random_transitions(k * size, seed=4)
     batch = MultiAgentBatch({module_id: SampleBatch(data)}, env_steps=k * size)
     results = fused.update(training_data=TrainingData(batch=batch), fused_update={
-        "program": [(module_id, k, [2])], "minibatch_size": size})
+        "program": [TDUpdates(module_id, k, (2,))], "minibatch_size": size})
     value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
     assert value(results[module_id]["num_updates"]) == k
     assert np.isfinite(value(results[module_id]["qf_loss"]))
@@ -204,22 +205,24 @@ def test_fused_program_equals_its_runs_one_call_each():
 
     program, one_by_one = (build_learner(KappaPIDQNConfig, 0.6) for _ in range(2))
     one_by_one.module.set_state(program.module.get_state())
-    runs = [(DEFAULT_MODULE_ID, 2, [1]), (PHI_MODULE_ID, 1, [1]), (DEFAULT_MODULE_ID, 2, []),
-            (COPY_THETA_TO_PHI, 0, []), (DEFAULT_MODULE_ID, 1, [1]), (PHI_MODULE_ID, 2, [])]
-    k, size = sum(n for _, n, _ in runs), 8
+    runs = [TDUpdates(DEFAULT_MODULE_ID, 2, (1,)), TDUpdates(PHI_MODULE_ID, 1, (1,)), TDUpdates(DEFAULT_MODULE_ID, 2),
+            COPY_THETA_TO_PHI, TDUpdates(DEFAULT_MODULE_ID, 1, (1,)), TDUpdates(PHI_MODULE_ID, 2)]
+    k, size = num_updates(runs), 8
     data = random_transitions(k * size, seed=7)
     results = program.update(training_data=TrainingData(batch=MultiAgentBatch(
         {DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=k * size)), fused_update={"program": runs, "minibatch_size": size})
     value = lambda x: x.peek() if hasattr(x, "peek") else x  # noqa: E731  (reduced Stats)
     assert value(results[DEFAULT_MODULE_ID]["num_updates"]) == 5 and value(results[PHI_MODULE_ID]["num_updates"]) == 3
     row = 0
-    for module_id, n, syncs in runs:
-        if module_id == COPY_THETA_TO_PHI:
+    for step in runs:
+        if step == COPY_THETA_TO_PHI:
             one_by_one.copy_theta_to_phi()
             continue
+        n = step.num_updates
         part = {c: v[row * size : (row + n) * size] for c, v in data.items()}
-        one_by_one.update(training_data=TrainingData(batch=MultiAgentBatch({module_id: SampleBatch(part)}, env_steps=n * size)),
-                          fused_update={"program": [(module_id, n, syncs)], "minibatch_size": size})
+        one_by_one.update(training_data=TrainingData(batch=MultiAgentBatch({step.module_id: SampleBatch(part)},
+                                                                            env_steps=n * size)),
+                          fused_update={"program": [step], "minibatch_size": size})
         row += n
     for module_id in (DEFAULT_MODULE_ID, PHI_MODULE_ID):
         a, b = program.module[module_id].get_state(), one_by_one.module[module_id].get_state()
@@ -246,7 +249,7 @@ def test_lr_schedule_follows_the_env_steps_of_fused_updates():
     def fused_update(env_steps, seed):
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(random_transitions(8, seed))}, env_steps=8)
         return learner.update(training_data=TrainingData(batch=batch), timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: env_steps},
-                              fused_update={"program": [(DEFAULT_MODULE_ID, 1, [])], "minibatch_size": 8})
+                              fused_update={"program": [TDUpdates(DEFAULT_MODULE_ID, 1)], "minibatch_size": 8})
 
     assert lr() == pytest.approx(1e-3)
     before = {k: np.asarray(v).copy() for k, v in learner.module[DEFAULT_MODULE_ID].get_state().items()}

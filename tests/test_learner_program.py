@@ -1,14 +1,14 @@
 """The kappa-DQN learner program (kappa_rllib/algorithms/kappa_dqn/learner_program.py): typed steps and
 their split into fused learner calls, against hand-worked programs."""
 
+import pytest
+
 from kappa_rllib.algorithms.kappa_dqn.learner_program import (
     COPY_THETA_TO_PHI,
     TDUpdates,
-    as_step,
     num_updates,
     split_into_calls,
 )
-from kappa_rllib.variant import COPY_THETA_TO_PHI as COPY_ID
 
 THETA, PHI = "default_policy", "kappa_phi"
 
@@ -33,7 +33,7 @@ def test_a_copy_alone_is_a_call_and_empty_steps_vanish():
         [TDUpdates(THETA, 8, (8,))], [COPY_THETA_TO_PHI]]
 
 
-def test_plain_tuples_are_read_as_steps():
-    assert as_step((THETA, 3, [1, 3])) == TDUpdates(THETA, 3, (1, 3))
-    assert as_step((COPY_ID, 0, [])) is COPY_THETA_TO_PHI
-    assert num_updates([(THETA, 3, []), (COPY_ID, 0, []), (PHI, 2, [2])]) == 5
+def test_a_program_holds_typed_steps_only():
+    assert num_updates([TDUpdates(THETA, 3, ()), COPY_THETA_TO_PHI, TDUpdates(PHI, 2, (2,))]) == 5
+    with pytest.raises(TypeError, match=r"must be a TDUpdates or COPY_THETA_TO_PHI .*got \('default_policy', 3"):
+        split_into_calls([(THETA, 3, [1, 3])], 8)

@@ -98,6 +98,7 @@ def workload_graphs(device: str, updates: int = 64, calls: int = 5) -> list[tupl
     from ray.rllib.core.learner.training_data import TrainingData
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
+    from kappa_rllib.algorithms.kappa_dqn.learner_program import TDUpdates
     from kappa_rllib.envs import make_env
 
     rng = np.random.default_rng(0)
@@ -107,7 +108,7 @@ def workload_graphs(device: str, updates: int = 64, calls: int = 5) -> list[tupl
         "obs": frames(), "new_obs": frames(), "actions": rng.integers(0, 4, size=n),
         "rewards": rng.choice([0.0, 1.0], size=n).astype(np.float32), "terminateds": np.zeros(n, np.float32),
     })}, env_steps=n)
-    program = {"program": [(DEFAULT_MODULE_ID, updates, [])], "minibatch_size": 32}
+    program = {"program": [TDUpdates(DEFAULT_MODULE_ID, updates)], "minibatch_size": 32}
     rows = Rows()
     for graphs in (False, True):
         config = preset_config("pi", ATARI["kappa"], ATARI["env"], 10_000_000).training(cuda_graphs=graphs)

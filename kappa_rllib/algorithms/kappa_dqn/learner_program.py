@@ -5,7 +5,8 @@ A program is a list of steps, each one of:
     (Q_theta: the improvement, Alg. 5/6 line 9; Q_phi: kappa-PI's evaluation, Alg. 5 line 16), each on
     the next minibatch, with Q' <- Q after the update counts listed in `target_syncs` (1-based, counted
     within this step);
-  * `COPY_THETA_TO_PHI`: kappa-VI's phi <- theta (Alg. 6, line 13) at that point.
+  * `COPY_THETA_TO_PHI` (the one `CopyThetaToPhi`): kappa-VI's phi <- theta (Alg. 6, line 13) at that point.
+A program holds these typed steps only (`check_program` refuses anything else, plain tuples included).
 
 The algorithm builds programs (`kappa_dqn.KappaDQN`: a chunk's updates, an evaluation phase, the end of a
 kappa-iteration), `split_into_calls` cuts them into fused learner calls of at most
@@ -16,9 +17,8 @@ Imports neither Ray nor torch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple, Union
-
-from kappa_rllib.variant import COPY_THETA_TO_PHI as _COPY_ID
 
 
 class TDUpdates(NamedTuple):
@@ -29,34 +29,29 @@ class TDUpdates(NamedTuple):
     target_syncs: tuple[int, ...] = ()
 
 
-class CopyThetaToPhi(NamedTuple):
-    """kappa-VI's phi <- theta, into Q_phi and Q'_phi (`KappaDQNLearner.copy_theta_to_phi`). No gradient
-    step; its fields read like a TDUpdates' (a marker id, 0 updates, no target copy) so that any step
-    unpacks as (module id, updates, target syncs)."""
-
-    module_id: str = _COPY_ID
-    num_updates: int = 0
-    target_syncs: tuple[int, ...] = ()
+@dataclass(frozen=True)
+class CopyThetaToPhi:
+    """kappa-VI's phi <- theta, into Q_phi and Q'_phi (`KappaDQNLearner.copy_theta_to_phi`): no gradient
+    step, no minibatch."""
 
 
 COPY_THETA_TO_PHI = CopyThetaToPhi()
 Step = Union[TDUpdates, CopyThetaToPhi]
 
 
-def as_step(item) -> Step:
-    """A program step; also takes a plain `(module_id, num_updates, target_syncs)` tuple, with the module
-    id `kappa_rllib.variant.COPY_THETA_TO_PHI` for the copy."""
-    if isinstance(item, (TDUpdates, CopyThetaToPhi)):
-        return item
-    module_id, num_updates, target_syncs = item
-    if module_id == _COPY_ID:
-        return COPY_THETA_TO_PHI
-    return TDUpdates(module_id, int(num_updates), tuple(target_syncs))
+def check_program(program) -> list[Step]:
+    """The program as a list, each step checked to be a typed step (one line naming a stray one)."""
+    program = list(program)
+    for step in program:
+        if not isinstance(step, (TDUpdates, CopyThetaToPhi)):
+            raise TypeError(f"a learner program step must be a TDUpdates or COPY_THETA_TO_PHI "
+                            f"(kappa_dqn/learner_program.py), got {step!r}")
+    return program
 
 
 def num_updates(program) -> int:
     """Gradient steps in a program (each reads one minibatch)."""
-    return sum(step.num_updates for step in map(as_step, program) if isinstance(step, TDUpdates))
+    return sum(step.num_updates for step in program if isinstance(step, TDUpdates))
 
 
 def split_into_calls(program, max_updates: int) -> list[list[Step]]:
@@ -64,7 +59,7 @@ def split_into_calls(program, max_updates: int) -> list[list[Step]]:
     `TDUpdates` step cut across calls keeps each of its target copies after the same update (counted
     from the first update of its part); a copy step stays where it is, in the call being filled."""
     calls, call, room = [], [], max_updates
-    for step in map(as_step, program):
+    for step in check_program(program):
         if isinstance(step, CopyThetaToPhi):
             call.append(step)
             continue

@@ -19,7 +19,7 @@ import torch
 
 from ray.rllib.core.columns import Columns
 
-from kappa_rllib.algorithms.kappa_dqn.learner_program import CopyThetaToPhi, as_step
+from kappa_rllib.algorithms.kappa_dqn.learner_program import CopyThetaToPhi, check_program
 from kappa_rllib.algorithms.kappa_dqn.torch.gradient_step import (
     STAT_KEYS,
     GraphedTDStep,
@@ -87,23 +87,23 @@ class FusedUpdateMixin:
         stats = {}  # module id -> (per-update stats, (updates, target stats) per target pass)
         contexts = {}  # module id -> what its gradient steps need, set up once per call
         first_minibatch = 0  # of the next step
-        for step in map(as_step, fused_update["program"]):
+        for step in check_program(fused_update["program"]):
             if isinstance(step, CopyThetaToPhi):
                 self.copy_theta_to_phi()
                 continue
             if step.module_id not in contexts:
                 contexts[step.module_id] = self._step_context(step.module_id)
             end = first_minibatch + step.num_updates
-            minibatches = {c: t[first_minibatch * size : end * size] for c, t in tensors.items()}
+            minibatches = {column: t[first_minibatch * size : end * size] for column, t in tensors.items()}
             self._fused_run(step.module_id, contexts[step.module_id], minibatches, step.num_updates, size,
                             step.target_syncs, *stats.setdefault(step.module_id, ([], [])))
             first_minibatch = end
         means = {}
         for module_id, (step_stats, target_stats) in stats.items():
-            k = len(step_stats)
+            updates = len(step_stats)
             mine = {key: torch.stack([s[key] for s in step_stats]).mean() for key in step_stats[0]}
             for key in target_stats[0][1]:  # minibatch means, weighted by the updates they served
-                mine[key] = sum(n * extra[key] for n, extra in target_stats) / k
+                mine[key] = sum(n * extra[key] for n, extra in target_stats) / updates
             means.update({(module_id, key): value for key, value in mine.items()})
         if means:
             values = torch.stack(list(means.values())).tolist()  # one device->host copy
@@ -125,22 +125,23 @@ class FusedUpdateMixin:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         return config, module, optimizer, params, config.grad_clip is not None and config.grad_clip_by == "global_norm"
 
-    def _fused_run(self, module_id, context, tensors, k, size, target_syncs, step_stats, target_stats) -> None:
-        """`k` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
+    def _fused_run(self, module_id, context, tensors, num_updates, size, target_syncs, step_stats,
+                   target_stats) -> None:
+        """`num_updates` Adam steps of `module_id` on consecutive minibatches of `tensors`, Q' <- Q after the
         update counts in `target_syncs`; appends each step's and each target pass's statistics."""
         config = context[0]
         if self.targets_fixed_between_syncs(module_id, config):  # one target pass per stretch of updates
-            ends = sorted({j for j in target_syncs if 0 < j < k} | {k})
+            ends = sorted({j for j in target_syncs if 0 < j < num_updates} | {num_updates})
         else:  # a target pass before every update
-            ends = range(1, k + 1)
+            ends = range(1, num_updates + 1)
         start = 0
         for end in ends:  # updates start..end-1 read the same target networks
-            rows = {c: t[start * size : end * size] for c, t in tensors.items()}
+            rows = {column: t[start * size : end * size] for column, t in tensors.items()}
             targets, extra = self.td_target(module_id, config, rows)
             target_stats.append((end - start, extra))
             step = None
             for j in range(start, end):
-                batch = {c: t[j * size : (j + 1) * size] for c, t in tensors.items()}
+                batch = {column: t[j * size : (j + 1) * size] for column, t in tensors.items()}
                 target = targets[(j - start) * size : (j - start + 1) * size]
                 if step is None:
                     step = self._gradient_step(module_id, context, batch[Columns.OBS], batch[Columns.ACTIONS], target)
@@ -154,7 +155,7 @@ class FusedUpdateMixin:
         """The columns a TD update reads, as tensors on the learner's CPU or GPU (on a GPU through
         page-locked host memory, copied without blocking the host)."""
         out = {}
-        for c in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS):
-            t = torch.as_tensor(np.asarray(columns[c]))
-            out[c] = t.pin_memory().to(self._device, non_blocking=True) if self._device.type == "cuda" else t
+        for column in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS):
+            t = torch.as_tensor(np.asarray(columns[column]))
+            out[column] = t.pin_memory().to(self._device, non_blocking=True) if self._device.type == "cuda" else t
         return out
