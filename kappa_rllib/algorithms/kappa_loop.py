@@ -49,7 +49,8 @@ class KappaLoopMixin:
         raise NotImplementedError
 
     def _improvement_step(self, max_units: int) -> int:
-        """Progress the improvement phase by 1..`max_units` units (never past its end)."""
+        """Progress the improvement phase by 1..`max_units` units (never past its end). A family whose
+        `train()` call is one unit (a batch: kappa-TRPO, kappa-PPO) always gets `max_units` = 1."""
         raise NotImplementedError
 
     def _evaluation_step(self) -> None:
@@ -57,7 +58,12 @@ class KappaLoopMixin:
         raise NotImplementedError
 
     def _end_improvement(self) -> None:
-        """Work that closes an improvement phase (before the phase machine moves on)."""
+        """Work that closes a kappa-iteration's improvement phase (before the phase machine moves on).
+        By default every learner's `end_kappa_iteration` (kappa-TRPO, kappa-PPO: kappa-PI's V_phi
+        snapshot, kappa-VI's phi <- theta, on all learners at once so they hold one V_phi); kappa-DQN
+        runs a learner program instead, and kappa-APPO's learners close iterations themselves."""
+        if self.config.kappa_plan.uses_v_phi:
+            self.learner_group.foreach_learner(lambda learner: learner.end_kappa_iteration())
 
     # ----- the loop
     def training_step(self) -> None:

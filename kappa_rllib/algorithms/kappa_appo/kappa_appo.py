@@ -141,7 +141,9 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
     def _env_steps_sampled(self) -> int:
         return int(self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
 
-    # The learners close kappa-iterations themselves, from the env-step counts their batches carry.
+    def _end_improvement(self) -> None:
+        """Nothing here: the learners close kappa-iterations themselves, from the env-step counts their
+        batches carry (the shared loop's default would close them a second time)."""
 
     # ----- the learners' copy of the plan
     def _push_kappa_schedule(self) -> None:

@@ -102,11 +102,6 @@ class KappaPPO(ManifestMixin, KappaLoopMixin, PPO):
         if "kappa" in state and self.env_runner_group.num_remote_env_runners():
             self.env_runner_group.sync_weights(from_worker_or_learner_group=self.learner_group, inference_only=True)
 
-    def _end_improvement(self) -> None:
-        """The variant's closing step, on every learner at once (they hold one snapshot)."""
-        if self.config.kappa_plan.uses_v_phi:
-            self.learner_group.foreach_learner(lambda learner: learner.end_kappa_iteration())
-
 
 class KappaPIPPO(KappaPPO):
     @classmethod

@@ -7,7 +7,7 @@ paper's Sec. 6 reading of GAE as kappa-PI-TRPO with T_kappa = 1).
 Per batch the learner fits V_theta to R_j(kappa, V_phi) and steps the policy with advantages
 R_j - V_theta(s_j); kappa-PI also fits V_phi to rho_j (every batch by default, see `phi_fit`).
 A kappa-iteration ends, as in every family, in the shared loop's `_end_improvement`
-(`kappa_rllib.algorithms.kappa_loop`): the learner refreshes the V_phi snapshot (kappa-PI, Alg. 7,
+(`kappa_rllib.algorithms.kappa_loop`, shared with kappa-PPO): the learner refreshes the V_phi snapshot (kappa-PI, Alg. 7,
 lines 12-13) or copies V_theta to V_phi (kappa-VI, Alg. 8, line 11) in `end_kappa_iteration`.
 """
 
@@ -110,11 +110,6 @@ class KappaTRPO(KappaLoopMixin, TRPO):
         self.phases.record_units(1)
         self.phases.record_updates(1)
         return 1
-
-    def _end_improvement(self) -> None:
-        """The kappa-iteration's closing copy in the learner (`end_kappa_iteration`)."""
-        if self.config.kappa_plan.uses_v_phi:
-            self.learner_group.foreach_learner(lambda learner: learner.end_kappa_iteration())
 
 
 class KappaPITRPO(KappaTRPO):
