@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ray.rllib.core import DEFAULT_MODULE_ID
 
-from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI, TDUpdates
+from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI, Step, TDUpdates
 from kappa_rllib.phases import EVALUATION
 from kappa_rllib.variant import PHI_MODULE_ID
 
@@ -35,7 +35,7 @@ class UpdateScheduleMixin:
             return self.phases.total_units - self.phases.units
         return self.phases.units_left_in_phase()
 
-    def _chunk_program(self, steps: int) -> list[TDUpdates]:
+    def _chunk_program(self, steps: int) -> list[Step]:
         """Records a chunk of `steps` env steps in the phase machine and returns the learner
         program it pays for (learner_program.py), in order. Within one improvement phase that is
         its Q_theta updates; a chunk that spans iterations walks them as `training_step` would one
@@ -43,9 +43,9 @@ class UpdateScheduleMixin:
         and, for kappa-PI, its evaluation phase (`_evaluation_program`)."""
         program = []
         while steps > 0:
-            m = min(steps, self.phases.units_left_in_phase())
-            steps -= m
-            updates, syncs = self._theta_schedule(m)
+            in_phase = min(steps, self.phases.units_left_in_phase())
+            steps -= in_phase
+            updates, syncs = self._theta_schedule(in_phase)
             if updates:
                 program.append(TDUpdates(DEFAULT_MODULE_ID, updates, tuple(syncs)))
                 self.counters["theta_updates"] += updates
@@ -62,26 +62,25 @@ class UpdateScheduleMixin:
         """Records `steps` env steps fragment by fragment; returns the Q_theta updates they pay
         for (one per env_steps_per_update after learning starts) and after which of those
         updates Q'_theta <- Q_theta is due (every target_network_update_freq env steps)."""
-        cfg, c = self.config, self.counters
-        fragment = cfg.env_steps_per_fragment
+        cfg, counters = self.config, self.counters
         num_updates, syncs = 0, []
         while steps > 0:
-            m = min(fragment, steps)
-            steps -= m
-            self.phases.record_units(m)
+            fragment = min(cfg.env_steps_per_fragment, steps)
+            steps -= fragment
+            self.phases.record_units(fragment)
             if self.phases.units < cfg.num_steps_sampled_before_learning_starts:
                 continue
-            c["pending_update_env_steps"] += m
-            k = c["pending_update_env_steps"] // cfg.env_steps_per_update
-            if k:
-                c["pending_update_env_steps"] -= k * cfg.env_steps_per_update
-                num_updates += k
-                if self.phases.units - c["last_theta_target_sync"] >= cfg.target_network_update_freq:
+            counters["pending_update_env_steps"] += fragment
+            due = counters["pending_update_env_steps"] // cfg.env_steps_per_update
+            if due:
+                counters["pending_update_env_steps"] -= due * cfg.env_steps_per_update
+                num_updates += due
+                if self.phases.units - counters["last_theta_target_sync"] >= cfg.target_network_update_freq:
                     syncs.append(num_updates)
-                    c["last_theta_target_sync"] = self.phases.units
+                    counters["last_theta_target_sync"] = self.phases.units
         return num_updates, syncs
 
-    def _iteration_end_program(self) -> list:
+    def _iteration_end_program(self) -> list[Step]:
         """What closes a kappa-iteration's improvement phase in the learners, the one place for the
         one-step loop (`_end_improvement`) and the naive schedule's chunks (`_chunk_program`):
         kappa-VI's phi <- theta (Algorithm 6, line 13); nothing for kappa-PI, whose evaluation phase
@@ -97,12 +96,12 @@ class UpdateScheduleMixin:
     def _phi_schedule(self, num_updates: int) -> list[int]:
         """Counts `num_updates` Q_phi updates; returns after which of them Q'_phi <- Q_phi is due
         (every `_phi_target_period()` phi updates, counted over the whole run)."""
-        c, period = self.counters, self._phi_target_period()
-        done_since_sync = c["phi_updates"] - c["phi_updates_at_last_target_sync"]
+        counters, period = self.counters, self._phi_target_period()
+        done_since_sync = counters["phi_updates"] - counters["phi_updates_at_last_target_sync"]
         syncs = list(range(period - done_since_sync, num_updates + 1, period))
-        c["phi_updates"] += num_updates
+        counters["phi_updates"] += num_updates
         if syncs:
-            c["phi_updates_at_last_target_sync"] = c["phi_updates"] - (num_updates - syncs[-1])
+            counters["phi_updates_at_last_target_sync"] = counters["phi_updates"] - (num_updates - syncs[-1])
         return syncs
 
     def _phi_target_period(self) -> int:
