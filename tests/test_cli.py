@@ -5,7 +5,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -100,7 +99,8 @@ def test_help_shows_the_defaults_of_both_families():
 def test_run_folders_never_collide(tmp_path):
     """Two runs started in the same second with the same settings get two folders, named by
     every setting that tells runs apart (naive schedule, gamma), each with its params.json."""
-    from kappa_rllib.cli import _run_dir, build_parser, make_config
+    from kappa_rllib.cli import build_parser, make_config
+    from kappa_rllib.cli.train import _run_dir
 
     args = build_parser().parse_args(["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--naive-schedule",
                        "--total-steps", "2000", "--gamma", "0.9"])

@@ -137,7 +137,7 @@ class _FlakyRay:
 
 
 def test_ray_client_connect_retries_only_the_proxys_start_failure(capsys):
-    from kappa_rllib.cli import _connect_ray_client
+    from kappa_rllib.cli.ray_session import connect_ray_client as _connect_ray_client
 
     start_failure = ConnectionAbortedError("Initialization failure from server: RuntimeError: Starting Ray client "
                                            "server failed. See ray_client_server_23000.err for detailed logs.")

@@ -18,10 +18,8 @@ import sys
 
 from kappa_rllib.cli import compare, evaluate, quiet, report, train, tune
 from kappa_rllib.cli.common import EXIT_INTERRUPTED, Parser, UsageError, error
-from kappa_rllib.cli.ray_session import connect_ray_client as _connect_ray_client  # noqa: F401 (tests)
 from kappa_rllib.cli.ray_session import resolve_address
 from kappa_rllib.cli.settings import describe, make_config  # noqa: F401 (the Python API of the options)
-from kappa_rllib.cli.train import _run_dir  # noqa: F401 (tests)
 
 VERBS = {"train": train, "compare": compare, "evaluate": evaluate, "tune": tune, "report": report}
 
