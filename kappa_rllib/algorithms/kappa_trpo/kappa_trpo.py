@@ -7,8 +7,9 @@ paper's Sec. 6 reading of GAE as kappa-PI-TRPO with T_kappa = 1).
 Per batch the learner fits V_theta to R_j(kappa, V_phi) and steps the policy with advantages
 R_j - V_theta(s_j); kappa-PI also fits V_phi to rho_j (every batch by default, see `phi_fit`).
 A kappa-iteration ends, as in every family, in the shared loop's `_end_improvement`
-(`kappa_rllib.algorithms.kappa_loop`, shared with kappa-PPO): the learner refreshes the V_phi snapshot (kappa-PI, Alg. 7,
-lines 12-13) or copies V_theta to V_phi (kappa-VI, Alg. 8, line 11) in `end_kappa_iteration`.
+(`kappa_rllib.algorithms.kappa_loop`, shared with kappa-PPO): the learner refreshes the V_phi
+snapshot (kappa-PI, Alg. 7, lines 12-13) or copies V_theta to V_phi (kappa-VI, Alg. 8, line 11)
+in `end_kappa_iteration`.
 """
 
 from __future__ import annotations
