@@ -145,32 +145,43 @@ def reregister_envs(grids) -> None:
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, max_failures: int = faults.DEFAULT_MAX_FAILURES, verbose: int = 1,
-        compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None) -> dict:
+        compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
+        progress_interval_s: float = 60.0) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
-    URI, kappa_rllib.storage); with `resume`, a grid with nothing stored yet starts afresh. Returns
-    {grid name: ResultGrid}. Ray must be initialised. Trials checkpoint at their end and every
-    `checkpoint_every` iterations (0: only at the end); the last two are kept. A trial whose node is
-    lost restarts from its latest checkpoint up to `max_failures` times (-1: unlimited), one whose own
-    code raised, once (kappa_rllib.faults). `compact`: Tune
-    prints nothing and kappa_rllib.progress prints one compact table per grid instead. `track`: also
-    log every trial to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`."""
-    from ray import tune
+    URI, kappa_rllib.storage), all at once: one Tuner per grid, each fitted in its own thread, so their
+    trials share the cluster (kappa_rllib.together; docs/experiments.md). With `resume`, a grid with
+    nothing stored yet starts afresh. Returns {grid name: ResultGrid}. Ray must be initialised.
+
+    Trials checkpoint at their end and every `checkpoint_every` iterations (0: only at the end); the
+    last two are kept. At most `max_concurrent` trials of the whole file run at once (None: as many as
+    the cluster holds). A trial whose node is lost restarts from its latest checkpoint up to
+    `max_failures` times (-1: unlimited), one whose own code raised, once (kappa_rllib.faults).
+    `compact`: Tune prints nothing and kappa_rllib.progress prints one view of the file instead (a
+    line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
+    (kappa_rllib.tracking), in the project `track_project`. Ctrl-C (SIGINT) stops every grid, each
+    saving its state for `--resume`."""
+    import threading
 
     from kappa_rllib import storage as stores
+    from kappa_rllib import together
+    from kappa_rllib.progress import FileProgress
 
     reregister_envs(grids)
     storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
-    results = {}
+    client = _ray_client()
+    # the head line's time left holds where trials stop at their total_env_steps
+    view = FileProgress(Path(str(storage).rstrip("/")).name, interval_s=progress_interval_s,
+                        eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact else None
+    # Ray Client: each grid's Tune run goes to the head in its own task, so the cap is per grid there
+    cap = None if client else together.SharedCap(max_concurrent)
+    jobs = []
     for grid in grids:
         path = stores.join(storage, grid.name)
-        callbacks = []
-        if compact:
-            from kappa_rllib.progress import CompactProgress
-
-            # the head line's time left holds where trials stop at their total_env_steps
-            eta = grid.stop == SCHEDULE_STOP
-            callbacks, verbose = [CompactProgress(grid.name, list(grid.axes()), eta=eta)], 0
-        callbacks = [*callbacks, faults.retry_policy(max_failures)]
+        started = together.Started()
+        # the retry policy first: Tune gives callback states back by position (faults.RetryPolicy.get_state)
+        callbacks = [faults.retry_policy(max_failures), started]
+        if view is not None:
+            callbacks.insert(0, view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
             callbacks.append(faults.state_backup(Path(path)))
         if track:
@@ -178,59 +189,92 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
 
             callbacks += tracking.tune_callbacks(list(track), project_name=tracking.project(track_project),
                                                  group=grid.name, results_folder=os.getcwd() if stores.is_uri(path) else path)
-        failure_config = tune.FailureConfig(max_failures=max_failures)
-        if resume and not stores.is_uri(path) and Path(path).is_dir():
-            for repaired in faults.repair_state(Path(path)):
-                print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
-        if resume and tune.Tuner.can_restore(path):
-            with quiet_unstarted_trials():
-                tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
-                                           resume_unfinished=True,
-                                           resume_errored=True, restart_errored=False)
-            local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
-            if local is not None:  # this run's output and failure settings, not the stored ones
-                run_config = local.get_run_config()
-                run_config.verbose, run_config.callbacks = verbose, callbacks
-                run_config.failure_config = failure_config
-        else:
-            if stores.holds_files(path):
-                raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
-                                 "continue it, or choose another --storage")
-            tuner = tune.Tuner(
-                grid.trainable,
-                param_space=grid.config,
-                tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, scheduler=grid.scheduler,
-                                            num_samples=grid.num_samples),
-                run_config=tune.RunConfig(
-                    name=grid.name,
-                    storage_path=storage,
-                    stop=grid.stop,
-                    verbose=verbose,
-                    callbacks=callbacks,
-                    # a population's members restore from each other's checkpoints: keep them all
-                    checkpoint_config=tune.CheckpointConfig(
-                        checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
-                        num_to_keep=None if grid.scheduler is not None else 2,
-                    ),
-                    failure_config=failure_config,
-                ),
-            )
+        jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
+                                       checkpoint_every=checkpoint_every, max_failures=max_failures,
+                                       verbose=0 if compact else verbose, callbacks=callbacks), started))
         if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
             stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-        with tune_output(new_engine=not compact), quiet_unstarted_trials():
-            try:
-                results[grid.name] = tuner.fit()
-            except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
-                # Tune's summary of the grid reads each failed trial's error.pkl and results, which a full
-                # disk left empty or cut short; every checkpoint that was saved whole is still there
-                raise StorageError(f"{path}: writing or reading back the grid's files failed ({type(e).__name__}: "
-                                   f"{e}; is its disk full?): free space there, then --resume goes on from each "
-                                   "trial's last complete checkpoint") from None
-        if unfinished(results[grid.name]):  # stopped (Ctrl-C / SIGINT): the later grids do not start
-            break
+    stop = threading.Event()
+    with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
+            together.interrupt_on_signal(stop, install=not client):
+        try:
+            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None)
+        except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
+            # Tune's summary of a grid reads each failed trial's error.pkl and results, which a full disk
+            # left empty or cut short; every checkpoint that was saved whole is still there
+            raise StorageError(f"{storage}: writing or reading back the grids' files failed ({type(e).__name__}: "
+                               f"{e}; is its disk full?): free space there, then --resume goes on from each "
+                               "trial's last complete checkpoint") from None
+        finally:
+            if view is not None:
+                view.final()
     return results
+
+
+def _ray_client() -> bool:
+    import ray
+
+    return ray.util.client.ray.is_connected()
+
+
+def _total_env_steps(grid):
+    """A trial's T in `grid` where every trial stops at it (the default stop rule), else None."""
+    steps = getattr(grid.config, "total_env_steps", None)
+    return steps if grid.stop == SCHEDULE_STOP and isinstance(steps, (int, float)) else None
+
+
+def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every, max_failures, verbose, callbacks):
+    """The grid's Tuner: restored from `path` (`resume` and a run is stored there; its own resume state,
+    with this run's callbacks, failure and concurrency settings) or new."""
+    from ray import tune
+
+    from kappa_rllib import storage as stores
+    from kappa_rllib import together
+
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    per_grid_cap = max_concurrent if cap is None else None
+    if resume and not stores.is_uri(path) and Path(path).is_dir():
+        for repaired in faults.repair_state(Path(path)):
+            print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
+    if resume and tune.Tuner.can_restore(path):
+        with quiet_unstarted_trials():
+            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
+                                       resume_unfinished=True, resume_errored=True, restart_errored=False)
+        local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
+        if local is not None:  # this run's output, failure and concurrency settings, not the stored ones
+            run_config = local.get_run_config()
+            run_config.verbose, run_config.callbacks = verbose, callbacks
+            run_config.failure_config = failure_config
+            tune_config = local._tune_config
+            tune_config.max_concurrent_trials = per_grid_cap
+            # Tune restores the generator's saved state into this one (which trials it has made)
+            tune_config.search_alg = together.CappedVariantGenerator(cap) if cap is not None else None
+        return tuner
+    if stores.holds_files(path):
+        raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
+                         "continue it, or choose another --storage")
+    return tune.Tuner(
+        grid.trainable,
+        param_space=grid.config,
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=per_grid_cap, scheduler=grid.scheduler, num_samples=grid.num_samples,
+            search_alg=together.CappedVariantGenerator(cap) if cap is not None else None),
+        run_config=tune.RunConfig(
+            name=grid.name,
+            storage_path=storage,
+            stop=grid.stop,
+            verbose=verbose,
+            callbacks=callbacks,
+            # a population's members restore from each other's checkpoints: keep them all
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
+                num_to_keep=None if grid.scheduler is not None else 2,
+            ),
+            failure_config=failure_config,
+        ),
+    )
 
 
 class StorageError(ValueError):

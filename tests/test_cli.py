@@ -248,69 +248,80 @@ def test_the_new_api_stack_notice_is_hidden_unless_verbose():
     assert "You are running KappaPIDQN on the new API stack!" in loud_run.stderr
 
 
-def test_compact_progress_table_has_the_grid_axes_steps_return_and_status():
+def test_the_file_view_has_a_line_per_grid_with_its_trials_env_steps_and_return():
     from types import SimpleNamespace
 
-    from kappa_rllib.progress import CompactProgress
+    from kappa_rllib.progress import FileProgress
 
     printed = []
-    progress = CompactProgress("kappa_pi_dqn", ["kappa", "c_fa", "seed"], interval_s=0.0, out=printed.append)
-    trials = [SimpleNamespace(trial_id=f"t{i}", status=status, evaluated_params={"kappa": k, "c_fa": 0.05, "seed": s},
-                              error_file=None)
-              for i, (status, k, s) in enumerate([("TERMINATED", 0.84, 0), ("RUNNING", 0.84, 1), ("PENDING", 0.68, 0)])]
-    progress.setup()
-    progress.on_trial_result(1, trials, trials[0], {"training_iteration": 20, "time_total_s": 51.2,
-                             "env_runners": {"num_env_steps_sampled_lifetime": 20000, "episode_return_mean": 182.25}})
-    progress.on_trial_result(1, trials, trials[1], {"training_iteration": 3, "time_total_s": 7.0,
-                             "env_runners": {"num_env_steps_sampled_lifetime": 3000}})
-    progress.on_step_end(1, trials)
-    progress.on_step_end(2, trials)  # nothing changed since: no second table
+    view = FileProgress("cartpole_dqn", interval_s=0.0, out=printed.append)
+    pi = view.callback("kappa_pi_dqn", num_trials=4, total_env_steps=20_000)
+    dqn = view.callback("dqn", num_trials=2, total_env_steps=20_000)
+    trials = [SimpleNamespace(trial_id=f"t{i}", status=status, evaluated_params={"kappa": 0.84, "seed": i},
+                              error_file=f"/r/t{i}/error.txt", config={"total_env_steps": 20_000})
+              for i, status in enumerate(["TERMINATED", "RUNNING", "PENDING"])]
+    pi.setup()
+    pi.on_trial_result(1, trials, trials[0], {"env_runners": {"num_env_steps_sampled_lifetime": 20_000,
+                                                              "episode_return_mean": 182.25}})
+    pi.on_trial_result(1, trials, trials[1], {"env_runners": {"num_env_steps_sampled_lifetime": 3_000,
+                                                              "episode_return_mean": 20.75}})
+    pi.on_step_end(1, trials)
+    view.poll()
+    view.poll()  # nothing changed since: no second view
     assert len(printed) == 1
     lines = printed[0].splitlines()
-    assert lines[0].startswith("[tune] kappa_pi_dqn after ") and lines[0].endswith("1 pending, 1 running, 1 terminated")
-    assert lines[1].split() == ["kappa", "c_fa", "seed", "status", "iter", "env", "steps", "return", "time", "s"]
-    assert lines[2].split() == ["0.84", "0.05", "0", "terminated", "20", "20,000", "182.2", "51"]
-    assert lines[3].split() == ["0.84", "0.05", "1", "running", "3", "3,000", "-", "7"]
-    assert lines[4].split() == ["0.68", "0.05", "0", "pending", "0", "0", "-", "0"]
+    # one grid has made 3 of its 4 trials, the other none yet: those count as pending
+    assert lines[0].startswith("[tune] cartpole_dqn after ") and lines[0].endswith(": 1 running, 4 pending, 1 done")
+    assert lines[1] == "[tune]   kappa_pi_dqn  1 running, 2 pending, 1 done; 23k of 80k env steps; return 101.5"
+    assert lines[2] == "[tune]   dqn           0 running, 2 pending, 0 done; 0 of 40k env steps"
+    trials[2].status = "ERROR"
+    pi.on_trial_error(2, trials, trials[2])  # said at once, one line
+    assert printed[-1] == "[tune] kappa_pi_dqn: trial kappa 0.84, seed 2 failed; error file /r/t2/error.txt"
+    assert view.view().splitlines()[1].startswith("[tune]   kappa_pi_dqn  1 running, 1 pending, 1 done, 1 failed; ")
+    # Tune pickles its callbacks with the run's settings: the view (its lock, its output) stays behind
+    import pickle
+
+    alone = pickle.loads(pickle.dumps(pi))
+    assert alone.file is None and alone.name == "kappa_pi_dqn"
 
 
-def test_compact_progress_says_the_env_steps_done_and_the_time_left_at_the_pace_of_this_run():
+def test_the_file_view_says_the_env_steps_done_and_the_time_left_at_the_pace_of_this_run():
     from types import SimpleNamespace
 
-    from kappa_rllib.progress import CompactProgress
+    from kappa_rllib.progress import FileProgress, _count, _duration
 
     now = [0.0]
     printed = []
-    progress = CompactProgress("g", ["seed"], interval_s=0.0, out=printed.append, eta=True, clock=lambda: now[0])
+    view = FileProgress("f", interval_s=0.0, out=printed.append, eta=True, clock=lambda: now[0])
+    grid = view.callback("g", num_trials=3, total_env_steps=63_000)
     trials = [SimpleNamespace(trial_id=f"t{i}", status=status, evaluated_params={"seed": i}, error_file=None,
                               config={"total_env_steps": 63_000}) for i, status in enumerate(["RUNNING"] * 2 + ["PENDING"])]
 
     def result(trial, steps):
-        progress.on_trial_result(1, trials, trial, {"env_runners": {"num_env_steps_sampled_lifetime": steps}})
+        grid.on_trial_result(1, trials, trial, {"env_runners": {"num_env_steps_sampled_lifetime": steps}})
 
-    progress.setup()
+    grid.setup()
     now[0] = 10.0
     result(trials[0], 31_000)  # resumed from a checkpoint: what it did before does not set the pace
     result(trials[1], 2_000)
     now[0] = 70.0
     result(trials[0], 34_000)
     result(trials[1], 5_000)  # 6,000 env steps in 60 s: 100 per s
-    progress.on_step_end(1, trials)
+    view.poll()
     # 39,000 of 189,000 done; 150,000 left at 100 env steps/s
-    assert printed[-1].splitlines()[0] == ("[tune] g after 70 s: 1 pending, 2 running; 39k of 189k env steps, "
+    assert printed[-1].splitlines()[0] == ("[tune] f after 70 s: 2 running, 1 pending, 0 done; 39k of 189k env steps, "
                                            "~25 min left at this pace")
     trials[0].status = "TERMINATED"  # its total counts as done, whatever its last result said
     trials[2].status = "ERROR"  # a failed trial leaves nothing to run, and counts what it reached (0)
-    assert progress.table(trials).splitlines()[0].endswith("; 68k of 189k env steps, ~10 min left at this pace")
-    from kappa_rllib.progress import _count, _duration
-
+    assert view.view().splitlines()[0].endswith("; 68k of 189k env steps, ~10 min left at this pace")
     assert [_count(n) for n in (1_000, 39_000, 7_500_000)] == ["1,000", "39k", "7.50M"]
     assert [_duration(s) for s in (30, 1500, 4.5 * 3600)] == ["<1 min", "~25 min", "~4.5 h"]
-    trials[1].config = {}  # a trial without a known total: no estimate
-    assert progress.table(trials).splitlines()[0] == "[tune] g after 70 s: 1 error, 1 running, 1 terminated"
-    quiet = CompactProgress("g", ["seed"], out=printed.append)  # eta off (another stop rule): no estimate
-    quiet.setup()
-    assert quiet.table(trials).splitlines()[0].endswith(": 1 error, 1 running, 1 terminated")
+    trials[1].config = {}  # a trial without a known total, in a grid without one: no estimate
+    grid.total_env_steps = None
+    assert view.view().splitlines()[0] == "[tune] f after 70 s: 1 running, 0 pending, 1 done, 1 failed"
+    quiet = FileProgress("f", out=printed.append)  # eta off (another stop rule): no estimate
+    quiet.grids = view.grids
+    assert quiet.view().splitlines()[0].endswith(": 1 running, 0 pending, 1 done, 1 failed")
 
 
 def test_run_folders_from_python_create_trim_and_read_back(tmp_path):

@@ -127,17 +127,19 @@ def test_smoke_grid_runs_through_tune_and_report(tmp_path, path, grids):
     row = next(line for line in table.splitlines() if line.startswith(f"| {env} | kappa-pi |"))
     assert row.count("(n=2)") == 3  # kappa_best, the kappa = 1 baseline and naive, two seeds each
     assert list((folder / "report").glob("curves_*.png"))
-    # A compact table per grid (kappa_rllib.progress), not Tune's per-trial config dumps: the MinAtar
-    # smoke (12 trials, 4 grids, then the report) printed 56 lines where Tune's own output printed
-    # ~200 per trial. A grid that runs past a minute (a busy machine) also prints a table on the way.
+    # One view of the file (kappa_rllib.progress): a head line and a line per grid, not Tune's per-trial
+    # config dumps (~200 lines a trial). A file that runs past a minute (a busy machine) prints the
+    # view on the way too.
     printed = (out.stdout + out.stderr).splitlines()
-    tables = {name: [line for line in printed if line.startswith(f"[tune] {name} after ")] for name in grids}
+    heads = [i for i, line in enumerate(printed) if line.startswith(f"[tune] {Path(path).stem}_smoke after ")]
+    total = sum(grids.values())
+    assert printed[heads[-1]].split(": ", 1)[1].startswith(f"0 running, 0 pending, {total} done; "), printed[heads[-1]]
+    lines = {line.split()[1]: line for line in printed[heads[-1] + 1:heads[-1] + 1 + len(grids)]}
     for name, n in grids.items():
-        head, _, steps = tables[name][-1].partition("; ") if tables[name] else ("", "", "")
-        assert head.endswith(f": {n} terminated") and steps.endswith(" env steps"), tables[name]
+        assert f" 0 running, 0 pending, {n} done; " in lines[name], lines
+        steps = lines[name].split("; ")[1]
         assert steps.split(" of ")[0] == steps.split(" of ")[1].split()[0], steps  # every step done
-    interim_lines = sum((len(tables[name]) - 1) * (n + 2) for name, n in grids.items())  # head, columns, rows
-    assert len(printed) - interim_lines <= 80, "\n".join(printed)
+    assert len(printed) - len(heads[:-1]) * (len(grids) + 1) <= 60, "\n".join(printed)
     assert not any("Configuration for experiment" in line or "started with configuration" in line for line in printed)
 
 
@@ -164,11 +166,58 @@ def _wait_for_a_finished_trial(folder, timeout_s: float = 300.0) -> None:
         time.sleep(0.1)
 
 
+def _peak_running(folder) -> int:
+    """The most trials of `folder` (a file's storage: grid/trial/result.json) that ran at once, from
+    each trial's first and last result: [first result's time minus its iteration's, last result's time]."""
+    events = []
+    for rows in _trial_results(folder).values():
+        if rows:
+            events += [(rows[0]["timestamp"] - rows[0]["time_this_iter_s"], 1), (rows[-1]["timestamp"], -1)]
+    running = peak = 0
+    for _, change in sorted(events):  # at a tie an end comes first: no overlap is counted that is not sure
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+GRIDS_FILE = """
+from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
+
+def experiments(smoke=False):  # three grids of two trials: kappa-PI-DQN, kappa-VI-DQN, DQN
+    return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=0.2, num_seeds=2,
+                       **{**SMOKE_SETTINGS["dqn"], "total_env_steps": 3_000})
+"""
+
+
+@pytest.mark.learning
+def test_a_files_grids_run_together_so_the_trials_fill_every_cpu(tmp_path):
+    """Three grids of two trials on a Ray of 4 CPUs: 4 trials run at once (one grid at a time, as
+    before the grids ran together, peaks at its 2 seeds), and every trial ends at its T."""
+    grid_file = tmp_path / "three_grids.py"
+    grid_file.write_text(GRIDS_FILE)
+    out = run_tune(str(grid_file), "--storage", str(tmp_path), "--num-cpus", "4")
+    assert out.returncode == 0, out.stderr[-3000:]
+    folder = tmp_path / "three_grids"
+    results = _trial_results(folder)
+    assert sorted(p.parent.parent.name for p in folder.glob("*/*/result.json")) == \
+        ["dqn"] * 2 + ["kappa_pi_dqn"] * 2 + ["kappa_vi_dqn"] * 2  # one folder per grid, as before
+    assert all(rows[-1]["done"] and rows[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 3_000
+               for rows in results.values())
+    assert _peak_running(folder) == 4
+    # one view of the file: its head line and a line per grid, not a table per grid
+    printed = out.stdout.splitlines()
+    last = max(i for i, line in enumerate(printed) if line.startswith("[tune] three_grids after "))
+    assert printed[last].endswith(": 0 running, 0 pending, 6 done; 18k of 18k env steps"), printed[last]
+    assert [line.split()[1:8] for line in printed[last + 1:last + 4]] == [
+        [name, "0", "running,", "0", "pending,", "2", "done;"] for name in ("kappa_pi_dqn", "kappa_vi_dqn", "dqn")]
+
+
 @pytest.mark.learning
 def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp_path):
     """SIGKILL the whole `kappa-rllib tune` process group (driver and its Ray) as soon as the first
-    trial has finished, then `--resume`: no trial lost, none re-run, each ends at its T."""
-    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "1",
+    trial has finished, then `--resume`: no trial lost, none re-run, each ends at its T. With 2 CPUs
+    and two grids, `--max-concurrent 1` holds for the file, not per grid."""
+    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "2",
             "--max-concurrent", "1", "--checkpoint-every", "1"]
     folder = tmp_path / "cartpole_dqn_smoke"
     driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -193,6 +242,7 @@ def test_resume_after_the_driver_is_killed_finishes_every_trial_exactly_once(tmp
         assert rows[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 1_000  # its T
     for name, rows in done_before.items():
         assert after[name] == rows  # finished trials were not run again
+    assert _peak_running(folder) == 1
 
 
 @pytest.mark.learning
@@ -259,20 +309,21 @@ def test_a_pbt_population_runs_through_tune_and_its_report_shows_each_member_s_k
     adaptive = (folder / "report" / "adaptive.md").read_text()
     assert "| InvertedPendulum-v5 | pbt | 4 | " in adaptive
     assert (folder / "report" / "adaptive_InvertedPendulum-v5_pbt.png").read_bytes()[:4] == b"\x89PNG"
-    assert "[tune] pbt after " in out.stdout
+    view = out.stdout.splitlines()
+    head = max(i for i, line in enumerate(view) if line.startswith("[tune] inverted_pendulum_ppo_smoke after "))
+    assert view[head + 1].startswith("[tune]   pbt  0 running, 0 pending, 4 done; "), view[head:]
 
 
 @pytest.mark.learning
-def test_ctrl_c_stops_the_grids_and_says_what_is_left_and_how_to_resume(tmp_path):
-    """SIGINT (Ctrl-C) to `kappa-rllib tune` mid-grid: Tune saves its state and returns as if done, so
-    the CLI must itself say that trials were left, start no later grid, exit 130 and print the
-    resume command."""
-    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "1",
-            "--max-concurrent", "1"]
+def test_ctrl_c_stops_every_grid_says_what_is_left_and_resume_finishes_each_trial_once(tmp_path):
+    """SIGINT (Ctrl-C) to `kappa-rllib tune` mid-file: every grid saves its state and returns as if
+    done, so the CLI must itself say that trials were left, exit 130 and print the resume command;
+    `--resume` then finishes every trial of both grids exactly once at its T."""
+    args = ["tune_configs/small/cartpole_dqn.py", "--smoke", "--storage", str(tmp_path), "--num-cpus", "2"]
     folder = tmp_path / "cartpole_dqn_smoke"
     driver = subprocess.Popen([*CLI, "tune", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
-    _wait_for_a_finished_trial(folder)  # the first of kappa_pi_dqn's 4; the dqn grid comes after
+    _wait_for_a_finished_trial(folder)  # of 6, in two grids that run together
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == 130, err[-3000:]
@@ -280,8 +331,21 @@ def test_ctrl_c_stops_the_grids_and_says_what_is_left_and_how_to_resume(tmp_path
     resume = f"resume with: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage {tmp_path} --resume --smoke"
     stopped = next(line for line in err.splitlines() if line.startswith("[tune] stopped: "))
     assert stopped.endswith(resume) and ", 0 failed, " in stopped, stopped
-    assert not (folder / "dqn").exists()  # the later grid did not start
-    # (that `--resume` then finishes every trial exactly once: the killed-driver test above)
+    before = _trial_results(folder)
+    done_before = {n: rows for n, rows in before.items() if rows and rows[-1].get("done")}
+    assert 0 < len(done_before) < 6
+
+    resumed = run_tune(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = _trial_results(folder)
+    assert sorted(p.parent.parent.name for p in folder.glob("*/*/result.json")) == ["dqn"] * 2 + ["kappa_pi_dqn"] * 4
+    for name, rows in after.items():
+        assert sum(1 for r in rows if r.get("done")) == 1, name
+        assert rows[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 1_000
+        iterations = [r["training_iteration"] for r in rows]
+        assert iterations == sorted(set(iterations)), (name, iterations)  # no iteration twice
+    for name, rows in done_before.items():
+        assert after[name] == rows
 
 
 def test_only_the_warning_about_trials_without_results_is_hidden():
@@ -301,3 +365,37 @@ def test_only_the_warning_about_trials_without_results_is_hidden():
     corrupt = "- T_00002: ParserError('Error tokenizing data. C error: Expected 3 fields in line 7, saw 5')"
     assert not shown(missing, missing)
     assert shown(missing, corrupt) and shown(corrupt)
+
+
+def test_the_grids_share_tunes_ctrl_c_hook_and_one_cap_on_live_trials():
+    """kappa_rllib.together leans on two pieces of Ray Tune 2.60 (pinned): the per-run SIGINT hook it
+    replaces while the grids run, and the variant generator's own count of live trials."""
+    import importlib
+    import threading
+
+    from ray.tune.experiment import Experiment
+
+    from kappa_rllib import together
+
+    tune_module = importlib.import_module(together._TUNE_MODULE)
+    original = getattr(tune_module, together._TUNE_HOOK)
+    stop = threading.Event()
+    with together.interrupt_on_signal(stop, install=False):
+        assert getattr(tune_module, together._TUNE_HOOK)() is stop  # every grid's run gets the one event
+    assert getattr(tune_module, together._TUNE_HOOK) is original
+
+    def trainable(config):
+        return {"x": 1}
+
+    cap = together.SharedCap(3)
+    generators = [together.CappedVariantGenerator(cap) for _ in range(2)]
+    for g in generators:
+        g.add_configurations([Experiment("g", trainable, config={"seed": {"grid_search": [0, 1, 2, 3]}})])
+    made = [generators[0].next_trial(), generators[0].next_trial(), generators[1].next_trial()]
+    assert all(made) and generators[1].next_trial() is None and generators[0].next_trial() is None  # 3 live
+    generators[0].on_trial_complete(made[0].trial_id)
+    assert generators[1].next_trial() is not None  # one ended: the other grid may make one
+    state = generators[1].get_state()
+    generators[1].set_state({**state, "max_concurrent": 2})  # a grid restored with its own old cap
+    assert generators[1].max_concurrent == 0 and cap.live() == 3
+    assert together.CappedVariantGenerator(together.SharedCap(None)).next_trial() is None  # no config: none

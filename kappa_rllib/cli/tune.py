@@ -18,8 +18,8 @@ from kappa_rllib.faults import DEFAULT_MAX_FAILURES
 def add_parser(sub) -> None:
     tune_p = sub.add_parser(
         "tune", help="run an experiment file's grids with Ray Tune",
-        description="Runs the grids a tune_configs/ file defines (kappa x C_FA x seed ...) with Ray Tune: one "
-                    "compact progress table per grid on the terminal (--verbose: Tune's own output), results "
+        description="Runs the grids a tune_configs/ file defines (kappa x C_FA x seed ...) with Ray Tune, all its grids at "
+                    "once so their trials fill the cluster: one compact view of the file (a line per grid) on the terminal (--verbose: Tune's own output), results "
                     "and TensorBoard logs under --storage, a checkpoint at the end of every trial (and every "
                     "--checkpoint-every iterations).",
         epilog="example: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage results/tune && "
@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
                              "from their last checkpoint, finished ones are kept; a grid with nothing stored yet "
                              "starts afresh (so a retried cluster job can always pass --resume)")
     tune_p.add_argument("--max-concurrent", type=positive_int, default=None,
-                        help="trials at once (default: as many as the CPUs allow, one CPU per trial)")
+                        help="trials at once over the whole file, all its grids together (default: as many as the CPUs "
+                             "allow, one CPU per trial; with a ray:// address, per grid)")
     tune_p.add_argument("--checkpoint-every", type=int, default=0,
                         help="also checkpoint every N training iterations (default 0: only at the end)")
     tune_p.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES,
@@ -45,7 +46,7 @@ def add_parser(sub) -> None:
     add_track_options(tune_p)
     add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,
-                        help="comma-separated grid names: run only these of the file's grids, in this order (default: all)")
+                        help="comma-separated grid names: run only these of the file's grids (default: all)")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
     tune_p.add_argument("--torch-threads", type=positive_int, default=1, help="torch threads per trial")
     tune_p.add_argument("--gpus-per-trial", type=gpu_share, default=0.0,
