@@ -38,6 +38,12 @@ def is_infrastructure(error: BaseException | None) -> bool:
 def failure_line(error: BaseException) -> str:
     """A trial's error in one line: the exception it ends with (Ray's RayTaskError holds the whole
     remote traceback), e.g. `OSError: [Errno 28] No space left on device`."""
+    if is_infrastructure(error):  # Ray's text runs to a paragraph: its type and first sentence
+        from ray.exceptions import RayTaskError
+
+        cause = error.cause if isinstance(error, RayTaskError) and error.cause is not None else error
+        first = " ".join(str(cause).split()).split(". ")[0].rstrip(".")
+        return f"{type(cause).__name__}: {first[:200]} (a lost process or node, counted by --max-failures)"
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[-1][:300] if lines else type(error).__name__
 
@@ -51,11 +57,27 @@ def disk_full(error: BaseException) -> bool:
 def last_error(trial) -> BaseException | None:
     """The error Tune recorded for the trial's last failure (its pickled error file), or None where that
     file cannot be read: on a full disk Tune's own write of it fails, leaving it empty. None counts as
-    an error of the trial's own code (retried once): the careful reading."""
+    an error of the trial's own code (retried once): the careful reading.
+
+    Tune writes the file in the driver's staging folder (`trial.pickled_error_file`, under
+    `trial.local_path`) when the trial fails, and copies it to storage later: at `on_trial_recover` the
+    storage copy (what `trial.get_pickled_error()` reads) is not there yet. So the staging file first."""
+    from ray import cloudpickle
+
+    staged = getattr(trial, "pickled_error_file", None)
+    if staged and Path(staged).is_file():
+        try:
+            with open(staged, "rb") as f:
+                return cloudpickle.load(f)
+        except Exception:  # noqa: BLE001 - cut short, unpicklable: try the storage copy
+            pass
     try:
         return trial.get_pickled_error()
     except Exception:  # EOFError, OSError, an unpicklable remote exception
         return None
+
+
+STATE_KEY = "kappa_rllib_retry_policy"  # RetryPolicy's saved state, told apart from other callbacks'
 
 
 def retry_policy(max_failures: int):
@@ -84,6 +106,21 @@ def retry_policy(max_failures: int):
             self.retrying_code_error.add(trial.trial_id)
             # one more failure of any kind before the retry's next checkpoint stops the trial
             trial.max_failures = trial.run_metadata.num_failures
+
+        # Kept with Tune's experiment state (callback-states-*.pkl), so `--resume` goes on with each
+        # trial's count, as Tune goes on with its own count of failures: a fresh zero would cost a trial
+        # past a code error one node loss of its budget.
+        def get_state(self):
+            if not (self.code_errors or self.retrying_code_error):
+                return None
+            return {STATE_KEY: {"code_errors": dict(self.code_errors),
+                                "retrying_code_error": sorted(self.retrying_code_error)}}
+
+        def set_state(self, state):
+            mine = state.get(STATE_KEY) if isinstance(state, dict) else None
+            if mine:  # Tune hands states back by the callback's index: only this policy's is taken
+                self.code_errors = dict(mine["code_errors"])
+                self.retrying_code_error = set(mine["retrying_code_error"])
 
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
             # a new checkpoint after the retry: the error did not come back where it was. A result
@@ -186,10 +223,12 @@ def repair_state(folder) -> list[str]:
     """
     done = _put_back_states(folder)
     for trial_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if _finished(trial_dir / "result.json"):
+            continue  # Tune never runs a finished trial again: its rows stay as they are
         dropped = _drop_bad_rows(trial_dir / "result.json")
         if dropped:
             done.append(f"{trial_dir.name}/result.json: {dropped} row(s) cut short dropped")
-        if _cut_partial_line(trial_dir / "progress.csv"):
+        if _cut_partial_line(trial_dir / "progress.csv", results=trial_dir / "result.json"):
             done.append(f"{trial_dir.name}/progress.csv: a row cut short dropped")
     try:
         done += _point_trials_at_newest_checkpoints(folder)
@@ -227,12 +266,14 @@ def _drop_bad_rows(path) -> int:
 
 
 def _whole_tail(line: bytes) -> bytes | None:
-    """The whole result row a bad line ends with (a row appended onto a partial one), or None."""
+    """The whole result row a bad line ends with, with its newline: the line itself where only its
+    newline is missing (the disk filled between the row and its newline), or a whole row appended onto
+    a partial one; None if it holds no whole row."""
     import json
 
     text = line.decode(errors="replace").rstrip("\n")
     decoder = json.JSONDecoder()
-    start = text.find('{"', 1)
+    start = text.find('{"')
     while start != -1:
         try:
             row, end = decoder.raw_decode(text, start)
@@ -244,16 +285,63 @@ def _whole_tail(line: bytes) -> bytes | None:
     return None
 
 
-def _cut_partial_line(path, block: int = 1 << 16) -> bool:
-    """Truncate `path` after its last newline, if it ends in a partial line. Reads only the file's tail
-    (a long trial's result.json runs to tens of MB)."""
+def _last_line(path, block: int = 1 << 20) -> bytes:
+    """The file's last line (without its newline), reading back from its end a block at a time."""
+    with open(path, "rb") as f:
+        end = f.seek(0, 2)
+        tail = b""
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            tail = f.read(end - start) + tail
+            stripped = tail.rstrip(b"\n")
+            if b"\n" in stripped or start == 0:
+                return stripped.rsplit(b"\n", 1)[-1]
+            end = start
+    return b""
+
+
+def _finished(path) -> bool:
+    """True when the trial's last result row is whole and says `done`: a finished trial."""
+    import json
+
     if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        row = json.loads(_last_line(path))
+    except ValueError:
+        return False
+    return isinstance(row, dict) and row.get("done") is True
+
+
+def _count_rows(path) -> int:
+    """Whole lines of a (repaired) result.json: its rows."""
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.endswith(b"\n"))
+
+
+def _cut_partial_line(path, block: int = 1 << 16, results=None) -> bool:
+    """Truncate `path` (a trial's progress.csv) after its last newline, if it ends in a partial line.
+    Reads only the file's tail (a long trial's progress.csv runs to megabytes) unless it must count rows.
+
+    A last line without its newline may still be a whole row: the disk filled between the row and its
+    newline. With `results` (the trial's repaired result.json, a row for each CSV row), a last line that
+    has the header's number of fields and brings the CSV's rows to result.json's count is kept, and its
+    newline added."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        if f.read(1) == b"\n":
+            return False
+    if results is not None and _whole_csv_row(path, _count_rows(results)):
+        with open(path, "ab") as f:
+            f.write(b"\n")
         return False
     with open(path, "r+b") as f:
         end = f.seek(0, 2)
-        f.seek(end - 1)
-        if f.read(1) == b"\n":
-            return False
         start = end
         while start > 0:  # back through the file to its last newline
             start = max(0, start - block)
@@ -265,6 +353,22 @@ def _cut_partial_line(path, block: int = 1 << 16) -> bool:
             end = start
         f.truncate(0)  # one partial line and nothing before it
     return True
+
+
+def _whole_csv_row(path, rows: int) -> bool:
+    """True when `path` ends without a newline in a line that is a whole CSV row: as many fields as the
+    header, and the file's row count (header aside) then equals `rows`."""
+    import csv
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.endswith(b"\n"):
+        return False
+    lines = data.decode(errors="replace").split("\n")
+    if len(lines) < 2:
+        return False
+    header, last = next(csv.reader([lines[0]])), next(csv.reader([lines[-1]]), [])
+    return len(last) == len(header) and len(lines) - 1 == rows
 
 
 def _point_trials_at_newest_checkpoints(folder) -> list[str]:

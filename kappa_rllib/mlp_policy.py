@@ -58,9 +58,10 @@ def policy_chain(module, dist_cls=None) -> PolicyChain | None:
     if isinstance(head, TorchMLPHead) and head.clip_log_std:  # a state-dependent, clamped log-std
         return None
     dist_cls = dist_cls or module.get_train_action_dist_cls()
-    if isinstance(dist_cls, type) and issubclass(dist_cls, TorchDiagGaussian):
+    # RLlib's classes exactly: a subclass may draw otherwise (softmax(z / T) with a temperature, ...)
+    if dist_cls is TorchDiagGaussian:
         dist = GAUSSIAN
-    elif isinstance(dist_cls, type) and issubclass(dist_cls, TorchCategorical):
+    elif dist_cls is TorchCategorical:
         dist = CATEGORICAL
     else:
         return None

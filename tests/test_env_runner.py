@@ -147,3 +147,24 @@ def test_box_actions_reach_the_env_as_rllibs_connector_sends_them(ray_local, nor
         expected = list(actions)
     np.testing.assert_allclose(np.array(runner._to_env(actions)), np.array(expected), rtol=1e-6)
     algo.stop()
+
+
+@pytest.mark.parametrize("sent", [2, 1])
+def test_a_prefetch_rllib_did_not_send_to_every_runner_is_dropped_not_collected_short(sent):
+    """submit_env_steps asks each healthy remote EnvRunner for its share; RLlib may send fewer requests
+    (a runner found unhealthy as the call goes out, or at its limit of requests in flight). Collecting
+    the rest would give a short batch: the submit says False and waits out what was sent, so the caller
+    samples the steps synchronously."""
+    from types import SimpleNamespace
+
+    from kappa_rllib.algorithms.sampling import submit_env_steps
+
+    calls = []
+    group = SimpleNamespace(
+        healthy_worker_ids=lambda: [1, 2],
+        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: calls.append(("submit", len(funcs))) or sent,
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: calls.append(("drop", tags)) or [],
+    )
+    algorithm = SimpleNamespace(env_runner_group=group)
+    assert submit_env_steps(algorithm, 100, global_env_steps=0) is (sent == 2)
+    assert calls == [("submit", 2)] + ([] if sent == 2 else [("drop", "kappa_rllib_sample")])

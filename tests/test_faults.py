@@ -80,6 +80,35 @@ def test_a_transient_error_of_the_trials_code_is_retried_and_the_trial_ends_at_t
     assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == 1_000
 
 
+@pytest.mark.learning
+@pytest.mark.parametrize("max_failures", [5, 1])
+def test_a_trial_whose_process_dies_twice_before_its_first_checkpoint_is_retried_as_a_lost_node(tmp_path,
+                                                                                                max_failures):
+    """The trial's process exits at its env's 300th step, twice, before any checkpoint (what Tune sees when
+    the node is lost or the OOM killer strikes: ActorDiedError). Counted as node losses: with
+    --max-failures 5 the third attempt finishes at T and `tune` exits 0; with --max-failures 1 the trial
+    stops after the second loss, with one line naming the fault. (Tune writes the error file in its staging
+    folder; read from storage, where it is not yet, the error was unknown and counted as the trial's own
+    code's: retried once, so 5 stopped after 2 attempts.)"""
+    exits = tmp_path / "exits"
+    exits.mkdir()
+    file = grid_file(tmp_path, "dies", "crash_env:KappaCrash-v0", 1_000)
+    out = tune(file, "--storage", tmp_path / "results", "--num-cpus", "1", "--max-failures", max_failures,
+               env={"KAPPA_EXIT_TWICE": str(exits)})
+    grid_dir = tmp_path / "results" / "dies" / "kappa_pi_dqn"
+    assert len(list(exits.iterdir())) == 2
+    if max_failures == 5:
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        assert failures(grid_dir) == [2]
+        (rows,) = trial_rows(grid_dir).values()
+        assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == 1_000
+    else:
+        assert out.returncode == 1, (out.stdout + out.stderr)[-3000:]
+        assert failures(grid_dir) == [2]
+        (line,) = [line for line in out.stderr.splitlines() if line.startswith("[tune] failed: ")]
+        assert "ActorDiedError: " in line and "(a lost process or node, counted by --max-failures)" in line, line
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 16 MB tmpfs (needs root to mount; CI sets KAPPA_TMPFS_TESTS=required so that it fails, not
@@ -412,6 +441,38 @@ def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
     assert _drop_bad_rows(path) == 2
     assert path.read_text() == f"{rows[0]}\n{rows[2]}\n{rows[3]}\n"
     assert _drop_bad_rows(tmp_path / "missing.json") == 0
+    # a whole row without its newline (the disk filled between the two) is a row: kept, newline added
+    path.write_text(f"{rows[0]}\n{rows[1]}\n{rows[2]}")
+    assert _drop_bad_rows(path) == 1
+    assert path.read_text() == f"{rows[0]}\n{rows[1]}\n{rows[2]}\n"
+
+
+def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_path):
+    """faults.repair_state on a grid folder: an unfinished trial's last row without its newline is kept
+    in result.json and in progress.csv (a whole CSV row: the header's fields, result.json's count); a row
+    cut short is still dropped; a finished trial's files are left byte for byte, whatever they hold."""
+    from kappa_rllib import faults
+
+    rows = [json.dumps({"training_iteration": i, "done": False, "x": [i] * 3}) for i in (1, 2, 3)]
+    csv_rows = ["training_iteration,done,x", "1,False,a", "2,False,b", "3,False,c"]
+    unfinished, cut, finished = (tmp_path / name for name in ("T_0", "T_1", "T_2"))
+    for trial in (unfinished, cut, finished):
+        trial.mkdir()
+    (unfinished / "result.json").write_text("\n".join(rows))
+    (unfinished / "progress.csv").write_text("\n".join(csv_rows))
+    (cut / "result.json").write_text("\n".join(rows[:2]) + "\n" + rows[2][:9])
+    (cut / "progress.csv").write_text("\n".join(csv_rows[:3]) + "\n3,Fa")
+    done_row = json.dumps({"training_iteration": 4, "done": True})
+    finished_text = f"{rows[0]}\n{rows[1][:7]}{rows[2]}\n{done_row}"  # odd, but finished: not touched
+    (finished / "result.json").write_text(finished_text)
+    (finished / "progress.csv").write_text("a,b\n1,2")
+    faults.repair_state(tmp_path)
+    assert (unfinished / "result.json").read_text() == "\n".join(rows) + "\n"
+    assert (unfinished / "progress.csv").read_text() == "\n".join(csv_rows) + "\n"
+    assert (cut / "result.json").read_text() == "\n".join(rows[:2]) + "\n"
+    assert (cut / "progress.csv").read_text() == "\n".join(csv_rows[:3]) + "\n"
+    assert (finished / "result.json").read_text() == finished_text
+    assert (finished / "progress.csv").read_text() == "a,b\n1,2"
 
 
 def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
@@ -425,3 +486,32 @@ def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
         path.write_bytes(data)
         assert _cut_partial_line(path, block=16) is changed
         assert path.read_bytes() == after
+
+
+def test_the_retry_budget_of_each_trial_is_kept_across_resume(tmp_path):
+    """RetryPolicy's per-trial counts go into Tune's callback state and come back on `--resume` (Tune's
+    own failure counts are restored with its experiment state): a trial retried past one error of its own
+    code still has N + 1 failures to reach, not N."""
+    from types import SimpleNamespace
+
+    from ray.tune.callback import CallbackList
+
+    from kappa_rllib import faults
+
+    policy = faults.retry_policy(3)
+    trial = SimpleNamespace(trial_id="t1", max_failures=3, run_metadata=SimpleNamespace(num_failures=1))
+    policy.on_trial_recover(1, [trial], trial)  # no error file: the trial's own code, retried once
+    assert trial.max_failures == 1
+    policy.on_checkpoint(2, [trial], trial, checkpoint=None)  # got past it
+    assert trial.max_failures == 4
+    assert faults.retry_policy(3).get_state() is None  # nothing to keep: no file
+    CallbackList([policy, faults.retry_policy(3)]).save_to_dir(str(tmp_path), session_str="s")
+    resumed = faults.retry_policy(3)
+    CallbackList([resumed]).restore_from_dir(str(tmp_path))
+    assert resumed.code_errors == {"t1": 1}
+    from ray.exceptions import ActorDiedError
+
+    lost = SimpleNamespace(trial_id="t1", max_failures=3, run_metadata=SimpleNamespace(num_failures=2),
+                           pickled_error_file=None, get_pickled_error=ActorDiedError)
+    resumed.on_trial_recover(3, [lost], lost)  # its node lost after the resume: N plus the code error's retry
+    assert lost.max_failures == 4

@@ -323,6 +323,24 @@ def test_naive_chunks_make_the_updates_of_one_env_step_at_a_time(config_cls, chu
     assert algo.phases.iteration == algo.phases.num_iterations == NAIVE_T
 
 
+@pytest.mark.parametrize("naive", [True, False])
+def test_a_chunk_longer_than_what_is_left_is_refused_not_looped_on(naive):
+    """_chunk_program records a chunk's env steps phase by phase; steps past the end of the improvement
+    phase (one-step schedule) or of the schedule (naive) could never be recorded, and the loop would never
+    end: it is refused with one line instead, the schedule untouched."""
+    config = naive_config(KappaPIDQNConfig, env_steps_per_runner_call=4)
+    config.naive_schedule = naive
+    config.validate()
+    algo = object.__new__(config.algo_class)
+    algo.config = config
+    algo._init_schedule_state()
+    bound = algo._chunk_bound()
+    with pytest.raises(RuntimeError, match=f"a chunk of {bound + 1} env steps runs past"):
+        algo._chunk_program(bound + 1)
+    assert algo.phases.units == 0
+    assert algo._chunk_program(min(bound, 4)) is not None and algo.phases.units == min(bound, 4)
+
+
 def test_naive_schedule_counts_overlap_and_resume(ray_local, tmp_path):
     """kappa-PI-DQN on the naive schedule in 64-step chunks sampled ahead by a remote EnvRunner,
     checkpointed and restored after the first train() call, ends with the counts, target copies

@@ -298,3 +298,28 @@ def test_scores_name_each_trial_relative_to_the_experiment_folder(results):
     for row in rows:
         assert not os.path.isabs(row["path"]), row["path"]
         assert (root / row["path"] / "result.json").is_file()
+
+
+def test_the_probability_that_the_c_fa_cell_beats_the_naive_one_is_mann_whitneys_count(tmp_path):
+    """improvement.md (the paper's Sec. 5.2 claim): P(C_FA > naive) per env is the share of (C_FA run,
+    naive run) pairs where the C_FA run scores higher, ties counted half; over envs, the mean of those."""
+    import numpy as np
+
+    from kappa_rllib.report import Cell, EnvTable, improvement_with_ci, write_improvement
+
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([0.0, 2.0])
+    # pairs: 1>0, 2>0, 3>0, 3>2 and the tie 2=2 (half): 4.5 of 6
+    ((p, lo, hi),) = improvement_with_ci({"a": (x.reshape(-1, 1), y.reshape(-1, 1))}, reps=200).values()
+    assert p == pytest.approx(4.5 / 6) and lo <= p <= hi
+    tables = [EnvTable("Walker2d-v5", "trpo", 0.2, 0.99, {"kappa-pi": {"kappa_best": Cell(x, 0.68), "naive": Cell(y, 0.0)}},
+                       set()),
+              EnvTable("Hopper-v5", "trpo", 0.2, 0.99, {"kappa-pi": {"kappa_best": Cell(np.array([5.0, 6.0, 7.0]), 0.68),
+                                                                     "naive": Cell(np.array([1.0, 9.0]), 0.98)}}, set()),
+              EnvTable("Ant-v5", "trpo", 0.2, 0.99, {"": {"baseline": Cell(y, 1.0)}}, set())]
+    (path,) = write_improvement(tables, tmp_path, reps=200)
+    text = path.read_text()
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (2, n=3) | 0 (1, n=2) | 0.75 |" in text
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-pi | 0.68 (6, n=3) | 0.98 (5, n=2) | 0.50 |" in text  # 3 of 6
+    assert "| kappa-pi, 2 envs | 0.62 |" in text  # (0.75 + 0.5) / 2
+    assert "Ant-v5" not in text  # no pair there
+    assert write_improvement(tables[2:], tmp_path) == []

@@ -93,7 +93,8 @@ class KappaLoopMixin:
         result = super().step()
         result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters,
                            **self._settings(), "changes": len(self.kappa_changes)}
-        report_runtime(self, result)
+        if "node_id" not in result:  # a base's step() (TRPO's) may have reported it already: once a step
+            report_runtime(self, result)
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
         return result

@@ -96,12 +96,20 @@ def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, vers
     return _sample_one(env_runner, num_steps, global_env_steps)
 
 
-def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> None:
+def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> bool:
     """Starts sampling `num_steps` env steps on the remote EnvRunners and returns at once (the
-    runners keep their current weights for it); `collect_env_steps` waits for the segments."""
+    runners keep their current weights for it); `collect_env_steps` waits for the segments.
+
+    Returns False, with nothing left in flight, when RLlib did not send every runner its share (a
+    runner found unhealthy as the call went out, or at its limit of requests in flight): collecting
+    the others would give a short batch, so the caller samples the steps again, synchronously."""
     group = algorithm.env_runner_group
     ids, funcs = _remote_shares(algorithm, num_steps, global_env_steps)
-    group.foreach_env_runner_async(funcs, tag=_ASYNC_TAG, remote_worker_ids=ids)
+    sent = group.foreach_env_runner_async(funcs, tag=_ASYNC_TAG, remote_worker_ids=ids)
+    if sent != len(ids):
+        drop_env_steps(algorithm)
+        return False
+    return True
 
 
 def collect_env_steps(algorithm) -> list[dict]:

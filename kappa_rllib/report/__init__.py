@@ -29,14 +29,14 @@ from pathlib import Path
 
 from kappa_rllib.report import adaptive
 from kappa_rllib.report.data import LAST_FRACTION, Z95, Cell, Run, final_score
-from kappa_rllib.report.iqm import IQM_INSTALL, iqm_unavailable, iqm_with_ci, write_iqm
+from kappa_rllib.report.iqm import IQM_INSTALL, improvement_with_ci, iqm_unavailable, iqm_with_ci, write_improvement, write_iqm
 from kappa_rllib.report.load import load_paper_tables, load_runs
 from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps, write_lower_gamma
 from kappa_rllib.report.tables import EnvTable, build_tables, main_gamma, write_scores, write_tables
 
 __all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "Z95", "build_tables", "final_score",
-           "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
-           "write_curves", "write_heatmaps", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "_mean_band"]
+           "improvement_with_ci", "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
+           "write_curves", "write_heatmaps", "write_improvement", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "_mean_band"]
 
 
 def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
@@ -78,6 +78,7 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     missing = iqm_unavailable()
     if missing is None:
         paths += write_iqm(tables, out, reps)
+        paths += write_improvement(tables, out, reps)
     elif notes is not None:
         notes.append(f"iqm.md/iqm.csv skipped: rliable does not import ({missing}); install a working set "
                      f"with: {IQM_INSTALL}")

@@ -73,6 +73,60 @@ def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000) -> list[Path]
     return paths
 
 
+def improvement_with_ci(pairs: dict, reps: int = 2000, seed: int = 0) -> dict:
+    """{label: (P(X > Y), lower, upper)} by rliable over {label: (scores_x, scores_y)}, each an
+    (n_runs x n_tasks) array: the probability that a run of X scores above a run of Y on the same task,
+    averaged over tasks (a Mann-Whitney U / (n_x n_y) per task), with its stratified-bootstrap 95% CI."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    np.random.seed(seed)
+    points, intervals = rly.get_interval_estimates(
+        {k: list(v) for k, v in pairs.items()},
+        lambda x, y: np.array([metrics.probability_of_improvement(x, y)]), reps=reps)
+    return {k: (float(points[k][0]), float(intervals[k][0][0]), float(intervals[k][1][0])) for k in pairs}
+
+
+def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000) -> list[Path]:
+    """`improvement.md`: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive
+    N_kappa = T: for each env and kappa variant with both cells, P(kappa_best cell > naive cell) with its
+    95% CI, and over the envs where every pair has the same number of seeds. Nothing if no table has both."""
+    pairs, per_variant = {}, defaultdict(list)
+    for t in tables:
+        label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
+        for variant, cols in t.rows.items():
+            best, naive = cols.get("kappa_best"), cols.get("naive")
+            if best is None or naive is None or not (best.n and naive.n):
+                continue
+            key = f"{label} | {variant} | {best.param:g} ({best.mean:.0f}, n={best.n}) | {naive.param:g} ({naive.mean:.0f}, n={naive.n})"
+            pairs[key] = (best.scores.reshape(-1, 1), naive.scores.reshape(-1, 1))
+            per_variant[variant].append((best.scores, naive.scores))
+    if not pairs:
+        return []
+    lines = ["# N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)", "",
+             "P(C_FA > naive): the probability that a run of the C_FA cell (kappa_best, N_kappa from C_FA) "
+             "ends above a run of the naive cell (N_kappa = T at its best kappa), rliable's probability of "
+             "improvement with its 95% stratified-bootstrap CI. 0.5: no difference; a CI above 0.5: C_FA better.",
+             "", "| env | variant | C_FA cell: kappa (mean, n) | naive cell: kappa (mean, n) | P(C_FA > naive) | 95% CI |",
+             "|---|---|---|---|---|---|"]
+    for key, (p, lo, hi) in improvement_with_ci(pairs, reps).items():
+        lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
+    overall = {}
+    for variant, cells in per_variant.items():
+        sizes = {(b.size, n.size) for b, n in cells}
+        if len(cells) >= 2 and len(sizes) == 1:
+            overall[f"{variant}, {len(cells)} envs"] = (np.stack([b for b, _ in cells], axis=1),
+                                                         np.stack([n for _, n in cells], axis=1))
+    if overall:
+        lines += ["", "Over the envs (the mean of the per-env probabilities; the bootstrap resamples runs within each env):",
+                  "", "| variant | P(C_FA > naive) | 95% CI |", "|---|---|---|"]
+        for key, (p, lo, hi) in improvement_with_ci(overall, reps).items():
+            lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
+    path = out / "improvement.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path]
+
+
 def _normalised_aggregate(per_env: dict, tables: list[EnvTable]) -> dict:
     """IQM over environments of min-max normalised scores, for cells present in >= 2 environments
     with the same number of seeds in each (rliable needs a runs x tasks array)."""

@@ -338,8 +338,8 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
             # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
             # learner updates on this one.
-            submit_env_steps(self, n_next, global_env_steps=self.phases.units)
-            self._in_flight = n_next
+            if submit_env_steps(self, n_next, global_env_steps=self.phases.units):
+                self._in_flight = n_next
         if program:
             self._update(program)
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):

@@ -41,6 +41,10 @@ class UpdateScheduleMixin:
         its Q_theta updates; a chunk that spans iterations walks them as `training_step` would one
         env step at a time: each iteration's Q_theta updates, then its end (`_iteration_end_program`)
         and, for kappa-PI, its evaluation phase (`_evaluation_program`)."""
+        if steps > self._chunk_bound():  # more than the phase (or schedule) holds: it would never be recorded
+            raise RuntimeError(f"a chunk of {steps} env steps runs past the {self.phases.phase} phase's "
+                               f"{self._chunk_bound()} env steps left (kappa-iteration {self.phases.iteration}): "
+                               "chunks are cut at _chunk_bound()")
         program = []
         while steps > 0:
             in_phase = min(steps, self.phases.units_left_in_phase())

@@ -226,8 +226,7 @@ class TRPO(ManifestMixin, Algorithm):
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             sync_env_runner_weights(self)
         if overlap:
-            submit_env_steps(self, num_env_steps, global_env_steps=lifetime + steps)
-            self._prefetching = True
+            self._prefetching = submit_env_steps(self, num_env_steps, global_env_steps=lifetime + steps)
             with self.metrics.log_time((TIMERS, DEFERRED_VALUE_FITS_TIMER)):
                 results = self.learner_group.foreach_learner(lambda learner: learner.deferred_value_fits())
             self.metrics.aggregate([r.get() for r in results], key=LEARNER_RESULTS)
@@ -239,3 +238,6 @@ class TRPO(ManifestMixin, Algorithm):
             self._prefetching = False
             drop_env_steps(self)
         super().set_state(state)
+        # RLlib's set_state synced the restored weights to the EnvRunners; the acting weights the next
+        # sampling request carries (and a restarted runner loads) must be those too, not the replaced ones
+        sync_env_runner_weights(self)

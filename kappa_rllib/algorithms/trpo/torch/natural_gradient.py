@@ -72,7 +72,8 @@ def backtracking_line_search(
 # ----------------------------------------------------------------- Fisher-vector products
 def kl_input_hessian(dist_cls, old_inputs: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor] | None:
     """u -> H u row by row, H the Hessian of KL(p_old || p_z) in the distribution inputs z, at
-    z = z_old (`old_inputs`); None for a distribution without a closed form here.
+    z = z_old (`old_inputs`); None for a distribution without a closed form here (anything but RLlib's
+    TorchDiagGaussian and TorchCategorical themselves).
 
     The KL's gradient in z is 0 at z = z_old, so the Hessian of the mean KL in the parameters is
     exactly the Gauss-Newton matrix (1/N) J^T H J, J = dz/dtheta (Martens 2020, Sec. 9):
@@ -81,11 +82,13 @@ def kl_input_hessian(dist_cls, old_inputs: torch.Tensor) -> Callable[[torch.Tens
     """
     from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical, TorchDiagGaussian
 
-    if isinstance(dist_cls, type) and issubclass(dist_cls, TorchDiagGaussian):
+    # RLlib's classes exactly: a subclass may map z to the distribution otherwise (a temperature, a
+    # squashing), for which H below is wrong; it takes the autograd routes
+    if dist_cls is TorchDiagGaussian:
         _, log_std = old_inputs.chunk(2, dim=-1)
         h = torch.cat([torch.exp(-2.0 * log_std), torch.full_like(log_std, 2.0)], dim=-1)
         return lambda u: h * u
-    if isinstance(dist_cls, type) and issubclass(dist_cls, TorchCategorical):
+    if dist_cls is TorchCategorical:
         p = torch.softmax(old_inputs, dim=-1)
         return lambda u: p * (u - (p * u).sum(-1, keepdim=True))
     return None
