@@ -32,6 +32,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import ray
 import torch
 
 from ray.rllib.algorithms.dqn.dqn_learner import QF_PREDS
@@ -78,6 +79,7 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
         self._epsilon_greedy = hasattr(self.module, "epsilon_schedule") if self.module is not None else False
         self._rng = np.random.default_rng(None if self._seed is None else self._seed + 7919)
         self._numpy_actor = None
+        self.weights_version = 0  # of the acting weights this runner acts with (kappa_rllib.algorithms.sampling)
         if self.module is not None:
             # Acting never trains: eval mode once, then the modules' private forwards (RLlib's
             # public forward_* toggle train/eval on every call, a recursive walk per env step).
@@ -98,6 +100,13 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
     def set_state(self, state) -> None:
         super().set_state(state)
         self._numpy_actor_of_module()  # in case the parameter tensors were replaced, not loaded into
+
+    def act_with(self, version: int, ref) -> None:
+        """Acts with the Sampler's acting weights of `version` (their object-store reference `ref`),
+        loading them unless this runner already does; version 0 is the weights it was built with."""
+        if version and version != self.weights_version:
+            self.set_state(ray.get(ref))
+            self.weights_version = version
 
     # ----- sampling
     def sample(self, *, num_timesteps: int, explore: bool = True, global_env_steps: int | None = None,

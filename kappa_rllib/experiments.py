@@ -164,24 +164,29 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
 
     from kappa_rllib import storage as stores
     from kappa_rllib import together
-    from kappa_rllib.progress import FileProgress
+    from kappa_rllib.progress import FileProgress, GridProgress
 
     reregister_envs(grids)
     storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
     client = _ray_client()
-    # the head line's time left holds where trials stop at their total_env_steps
+    stop = threading.Event()
+    # the head line's time left holds where trials stop at their total_env_steps. Ray Client: each grid's
+    # Tune run is a process of its own on the head, where its callbacks run: each prints its own line
     view = FileProgress(Path(str(storage).rstrip("/")).name, interval_s=progress_interval_s,
-                        eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact else None
-    # Ray Client: each grid's Tune run goes to the head in its own task, so the cap is per grid there
-    cap = None if client else together.SharedCap(max_concurrent)
+                        eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact and not client else None
+    # Ray Client: the cap is per grid there (Tune's own, in each grid's process)
+    cap = None if client else together.SharedCap(max_concurrent, stop)
     jobs = []
     for grid in grids:
         path = stores.join(storage, grid.name)
         started = together.Started()
-        # the retry policy first: Tune gives callback states back by position (faults.RetryPolicy.get_state)
+        # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
         callbacks = [faults.retry_policy(max_failures), started]
         if view is not None:
-            callbacks.insert(0, view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
+            callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
+        elif compact:
+            callbacks.append(GridProgress(grid.name, grid.num_trials(), _total_env_steps(grid),
+                                          interval_s=progress_interval_s))
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
             callbacks.append(faults.state_backup(Path(path)))
         if track:
@@ -196,11 +201,11 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-    stop = threading.Event()
     with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
             together.interrupt_on_signal(stop, install=not client):
         try:
-            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None)
+            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
+                                            stagger=not client)
         except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
             # Tune's summary of a grid reads each failed trial's error.pkl and results, which a full disk
             # left empty or cut short; every checkpoint that was saved whole is still there
@@ -225,6 +230,27 @@ def _total_env_steps(grid):
     return steps if grid.stop == SCHEDULE_STOP and isinstance(steps, (int, float)) else None
 
 
+def _restorable(path) -> bool:
+    """Tune can restore the grid at `path` and it has trials: a grid stopped before it made any (a
+    Ctrl-C while the file's grids were starting) holds a Tuner's settings but no trials, and Tune's
+    restore of it fails loudly and starts afresh; it is started afresh here instead."""
+    from ray import tune
+
+    from kappa_rllib import storage as stores
+
+    if not tune.Tuner.can_restore(path):
+        return False
+    if stores.is_uri(path):
+        return True
+    states = sorted(Path(path).glob("experiment_state-*.json"))  # named by session start: newest last
+    if not states:
+        return False
+    try:
+        return bool(json.loads(states[-1].read_text()).get("trial_data"))
+    except (OSError, ValueError):
+        return True  # cut short (a full disk): faults.repair_state has put back a whole copy, or says so
+
+
 def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every, max_failures, verbose, callbacks):
     """The grid's Tuner: restored from `path` (`resume` and a run is stored there; its own resume state,
     with this run's callbacks, failure and concurrency settings) or new."""
@@ -238,7 +264,10 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
     if resume and not stores.is_uri(path) and Path(path).is_dir():
         for repaired in faults.repair_state(Path(path)):
             print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
-    if resume and tune.Tuner.can_restore(path):
+    if resume and not stores.is_uri(path) and not _restorable(path) and any(Path(path).glob("*/result.json")):
+        raise ValueError(f"{path}: grid {grid.name!r} has trial results but no Tune state to resume them from "
+                         "(experiment_state-*.json): move the folder aside to run the grid afresh")
+    if resume and _restorable(path):
         with quiet_unstarted_trials():
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                        resume_unfinished=True, resume_errored=True, restart_errored=False)
@@ -252,7 +281,7 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
             # Tune restores the generator's saved state into this one (which trials it has made)
             tune_config.search_alg = together.CappedVariantGenerator(cap) if cap is not None else None
         return tuner
-    if stores.holds_files(path):
+    if stores.holds_files(path) and not resume:
         raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
                          "continue it, or choose another --storage")
     return tune.Tuner(

@@ -162,9 +162,12 @@ def _unpickles(data: bytes) -> bool:
         return False
 
 
-# (Tune's file pattern (newest = last by name, as Tune picks it), the whole copy kept, its check)
-TUNE_STATES = (("experiment_state-*.json", ".kappa_rllib_experiment_state.json", _parses),
-               ("basic-variant-state-*.json", ".kappa_rllib_search_state.pkl", _unpickles))
+# (Tune's file pattern (newest = last by name, as Tune picks it), the whole copy kept, its check, and
+# whether Tune cannot resume without it): the experiment state, the search state, and the callbacks'
+# state (RetryPolicy's counts: without them the retry budgets start afresh, which is no reason to stop)
+TUNE_STATES = (("experiment_state-*.json", ".kappa_rllib_experiment_state.json", _parses, True),
+               ("basic-variant-state-*.json", ".kappa_rllib_search_state.pkl", _unpickles, True),
+               ("callback-states-*.pkl", ".kappa_rllib_callback_states.pkl", _unpickles, False))
 STATE_BACKUP = TUNE_STATES[0][1]
 
 
@@ -189,7 +192,7 @@ def state_backup(folder):
             self.seen = {}
 
         def on_step_end(self, iteration, trials, **info):
-            for pattern, backup, whole in TUNE_STATES:
+            for pattern, backup, whole, _ in TUNE_STATES:
                 newest = _newest(folder, pattern)
                 if newest is None:
                     continue
@@ -251,10 +254,14 @@ def _drop_bad_rows(path) -> int:
     if not path.is_file():
         return 0
     with open(path, "rb") as f:
-        fixes = {index: _whole_tail(line) for index, line in enumerate(f)
+        fixes = {index: (line, _whole_tail(line)) for index, line in enumerate(f)
                  if not (line.endswith(b"\n") and _parses(line))}
     if not fixes:
         return 0
+    # a row lost: a bad line without a whole row, or one whose whole row was appended onto a partial one
+    # (not a whole row that only lacked its newline)
+    dropped = sum(1 for line, tail in fixes.values() if tail is None or tail != line.rstrip(b"\n") + b"\n")
+    fixes = {index: tail for index, (_, tail) in fixes.items()}
     tmp = path.with_name(path.name + ".tmp")
     with open(path, "rb") as f, open(tmp, "wb") as out:
         for index, line in enumerate(f):
@@ -262,7 +269,7 @@ def _drop_bad_rows(path) -> int:
             if fixed is not None:
                 out.write(fixed)
     os.replace(tmp, path)
-    return len(fixes)
+    return dropped
 
 
 def _whole_tail(line: bytes) -> bytes | None:
@@ -336,7 +343,7 @@ def _cut_partial_line(path, block: int = 1 << 16, results=None) -> bool:
         f.seek(-1, 2)
         if f.read(1) == b"\n":
             return False
-    if results is not None and _whole_csv_row(path, _count_rows(results)):
+    if results is not None and Path(results).is_file() and _whole_csv_row(path, results):
         with open(path, "ab") as f:
             f.write(b"\n")
         return False
@@ -355,20 +362,34 @@ def _cut_partial_line(path, block: int = 1 << 16, results=None) -> bool:
     return True
 
 
-def _whole_csv_row(path, rows: int) -> bool:
+def _whole_csv_row(path, results) -> bool:
     """True when `path` ends without a newline in a line that is a whole CSV row: as many fields as the
-    header, and the file's row count (header aside) then equals `rows`."""
+    header, the CSV's rows (header aside) as many as `results`' (result.json's), and its last field the
+    value of that column in result.json's last row (a row cut inside its last field has the right number
+    of fields, not the right value)."""
     import csv
+    import json
 
     with open(path, "rb") as f:
         data = f.read()
     if data.endswith(b"\n"):
         return False
     lines = data.decode(errors="replace").split("\n")
-    if len(lines) < 2:
+    if len(lines) < 2 or len(lines) - 1 != _count_rows(results):
         return False
     header, last = next(csv.reader([lines[0]])), next(csv.reader([lines[-1]]), [])
-    return len(last) == len(header) and len(lines) - 1 == rows
+    if len(last) != len(header):
+        return False
+    try:
+        row = json.loads(_last_line(results))
+    except ValueError:
+        return False
+    value = row
+    for part in header[-1].split("/"):  # Tune's CSV flattens nested results with "/"
+        if not isinstance(value, dict) or part not in value:
+            return False
+        value = value[part]
+    return last[-1] == str(value)
 
 
 def _point_trials_at_newest_checkpoints(folder) -> list[str]:
@@ -428,12 +449,17 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
 
 def _put_back_states(folder) -> list[str]:
     done = []
-    for pattern, backup, whole in TUNE_STATES:
+    for pattern, backup, whole, required in TUNE_STATES:
         newest = _newest(folder, pattern)
         if newest is None or whole(newest.read_bytes()):
             continue
         kept = folder / backup
         name, _, data = kept.read_bytes().partition(b"\n") if kept.is_file() else (b"", b"", b"")
+        if not whole(data) and not required:
+            newest.unlink()
+            done.append(f"{newest.name} was cut short (a full disk?) and no whole copy was kept: dropped "
+                        "(the retry budgets of --max-failures start afresh)")
+            continue
         if not whole(data):
             raise ValueError(f"{newest} is cut short (its disk filled while Tune wrote it) and no whole copy of "
                              f"it was kept: Tune cannot resume this grid; every trial's checkpoints are intact "

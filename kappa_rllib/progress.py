@@ -69,9 +69,10 @@ class GridProgress(Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         runners = result.get("env_runners", {}) or {}
         env_steps = int(runners.get("num_env_steps_sampled_lifetime", 0) or 0)
-        self.first.setdefault(trial.trial_id, (self.clock(), env_steps))
+        # latest before first: the view (another thread) reads latest for every trial in first
         self.latest[trial.trial_id] = {"env_steps": env_steps,
                                        "return": runners.get("episode_return_mean", float("nan"))}
+        self.first.setdefault(trial.trial_id, (self.clock(), env_steps))
         self._changed(trials)
 
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -138,7 +139,7 @@ class GridProgress(Callback):
         return done, total, left
 
     def mean_return(self) -> float:
-        returns = [v["return"] for v in self.latest.values()
+        returns = [v["return"] for v in list(self.latest.values())
                    if isinstance(v.get("return"), (int, float)) and not math.isnan(v["return"])]
         return sum(returns) / len(returns) if returns else float("nan")
 
@@ -195,8 +196,9 @@ class FileProgress:
         if any(s is None for s in steps):
             return ""
         done, total, left = (sum(s[i] for s in steps) for i in range(3))
-        firsts = [(g, tid, c, s) for g in self.grids for tid, (c, s) in g.first.items()]
-        gained = sum(g.latest[tid]["env_steps"] - s for g, tid, _, s in firsts)
+        # snapshots: the grids' threads add trials while this runs
+        firsts = [(g, tid, c, s) for g in self.grids for tid, (c, s) in list(g.first.items())]
+        gained = sum(g.latest.get(tid, {}).get("env_steps", s) - s for g, tid, _, s in firsts)
         elapsed = self.clock() - min((c for _, _, c, _ in firsts), default=self.clock())
         text = f"; {_count(done)} of {_count(total)} env steps"
         if left > 0 and gained > 0 and elapsed > 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -35,10 +36,14 @@ _TUNE_MODULE, _TUNE_HOOK = "ray.tune.tune", "_setup_signal_catching"
 
 
 class SharedCap:
-    """At most `limit` trials live (made and not yet finished) over every grid's generator; 0: no cap."""
+    """At most `limit` trials live (made and not yet finished) over every grid's generator; 0: no cap.
+    Once `stop` is set, every grid's generator says it is finished: Tune otherwise waits (up to 600 s,
+    deaf to Ctrl-C) for a trial from a generator the cap holds back, whose live trials, stopped by the
+    interrupt, never end."""
 
-    def __init__(self, limit: int | None):
+    def __init__(self, limit: int | None, stop: threading.Event | None = None):
         self.limit = limit or 0
+        self.stop = stop or threading.Event()
         self.lock = threading.Lock()
         self.generators: weakref.WeakSet = weakref.WeakSet()
 
@@ -64,6 +69,10 @@ class CappedVariantGenerator(BasicVariantGenerator):
     def set_state(self, state):  # a restored grid: this run's cap, not the one saved with its state
         super().set_state(state)
         self.max_concurrent = 0
+
+    def is_finished(self) -> bool:  # stopped: no more trials this run (the saved state still has them)
+        cap = _CAPS.get(self)
+        return super().is_finished() or (cap is not None and cap.stop.is_set())
 
     def next_trial(self):
         cap = _CAPS.get(self)
@@ -120,12 +129,15 @@ class Started(Callback):
         self.event.set()
 
 
-def fit_together(jobs, *, stop: threading.Event, poll=None, poll_s: float = 1.0) -> dict:
+def fit_together(jobs, *, stop: threading.Event, poll=None, poll_s: float = 1.0, stagger: bool = True) -> dict:
     """Runs `fit()` of every (name, tuner, started) in `jobs` at once, each in its own thread, started
-    one after another: the next once `started` (the grid's `Started` callback) is set or its thread has
-    ended. Returns {name: ResultGrid} in the order given. `poll()` runs in the calling thread every
-    `poll_s` seconds while they run (the progress view). An exception in one grid's `fit()` sets `stop`,
-    so the other grids checkpoint and return, and is raised once all have."""
+    one after another: with `stagger`, the next once `started` (the grid's `Started` callback) is set or
+    its thread has ended (without it, e.g. with Ray Client, where each grid's Tune run is a process of
+    its own on the head, at once). Returns {name: ResultGrid} of the grids that ran, in the order given:
+    once `stop` is set no further grid starts (`--resume` starts it). `poll()` runs in the calling thread
+    every `poll_s` seconds while they run (the progress view; an error there is printed, not raised). An
+    exception in one grid's `fit()`, or in this thread, sets `stop`, so the other grids checkpoint and
+    return; it is raised once all have."""
     results, errors = {}, {}
 
     def fit(name, tuner):
@@ -139,16 +151,32 @@ def fit_together(jobs, *, stop: threading.Event, poll=None, poll_s: float = 1.0)
         while not until():
             time.sleep(poll_s / 10)
             if poll is not None:
-                poll()
+                try:
+                    poll()
+                except Exception as e:  # noqa: BLE001 - the view must not end the grids
+                    print(f"[tune] progress view: {type(e).__name__}: {e}")
 
     threads = []
-    for name, tuner, started in jobs:
-        thread = threading.Thread(target=fit, args=(name, tuner), name=f"tune-{name}", daemon=True)
-        thread.start()
-        threads.append(thread)
-        wait(lambda: started.event.is_set() or not thread.is_alive() or stop.is_set())
-    for thread in threads:
-        wait(lambda: not thread.is_alive())
+    try:
+        for name, tuner, started in jobs:
+            if stop.is_set():
+                break  # stopped before this grid began: --resume starts it
+            thread = threading.Thread(target=fit, args=(name, tuner), name=f"tune-{name}", daemon=True)
+            thread.start()
+            threads.append(thread)
+            if stagger:
+                wait(lambda: started.event.is_set() or not thread.is_alive() or stop.is_set())
+    finally:
+        if sys.exc_info()[0] is not None:
+            stop.set()  # this thread failed (a KeyboardInterrupt, ...): let every grid save its state
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=poll_s)
+                if poll is not None and not stop.is_set():
+                    try:
+                        poll()
+                    except Exception as e:  # noqa: BLE001
+                        print(f"[tune] progress view: {type(e).__name__}: {e}")
     if errors:
         raise next(iter(errors.values()))
-    return {name: results[name] for name, _, _ in jobs}
+    return {name: results[name] for name, _, _ in jobs if name in results}

@@ -109,7 +109,7 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
     results = []
     while not results or not results[-1].get("done"):
         results.append(algo.train())
-        assert algo._in_flight is None
+        assert algo.sampler.in_flight is None
     assert results[-1]["kappa"]["env_steps"] == 2000
     assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 2000
     assert len(algo.local_replay_buffer) == 2000
@@ -151,13 +151,13 @@ def test_box_actions_reach_the_env_as_rllibs_connector_sends_them(ray_local, nor
 
 @pytest.mark.parametrize("sent", [2, 1])
 def test_a_prefetch_rllib_did_not_send_to_every_runner_is_dropped_not_collected_short(sent):
-    """submit_env_steps asks each healthy remote EnvRunner for its share; RLlib may send fewer requests
+    """Sampler.submit asks each healthy remote EnvRunner for its share; RLlib may send fewer requests
     (a runner found unhealthy as the call goes out, or at its limit of requests in flight). Collecting
     the rest would give a short batch: the submit says False and waits out what was sent, so the caller
     samples the steps synchronously."""
     from types import SimpleNamespace
 
-    from kappa_rllib.algorithms.sampling import submit_env_steps
+    from kappa_rllib.algorithms.sampling import Sampler
 
     calls = []
     group = SimpleNamespace(
@@ -165,6 +165,44 @@ def test_a_prefetch_rllib_did_not_send_to_every_runner_is_dropped_not_collected_
         foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: calls.append(("submit", len(funcs))) or sent,
         fetch_ready_async_reqs=lambda tags, timeout_seconds: calls.append(("drop", tags)) or [],
     )
-    algorithm = SimpleNamespace(env_runner_group=group)
-    assert submit_env_steps(algorithm, 100, global_env_steps=0) is (sent == 2)
+    sampler = Sampler(SimpleNamespace(env_runner_group=group), on_policy=True)
+    assert sampler.submit(100, global_env_steps=0) is (sent == 2)
     assert calls == [("submit", 2)] + ([] if sent == 2 else [("drop", "kappa_rllib_sample")])
+    assert (sampler.in_flight is None) is (sent != 2)
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_with(on_policy):
+    """Each runner returns, with its segments, the version of the acting weights it acted with. A batch
+    collected after the weights moved on (a sync between submit and collect): for an on-policy family
+    (TRPO, kappa-TRPO) an OffPolicyBatch error; for kappa-DQN, which samples a chunk ahead by design,
+    the lag in versions as env_runners/acting_weights_lag."""
+    from types import SimpleNamespace
+
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from kappa_rllib.algorithms.sampling import ACTING_WEIGHTS_LAG, OffPolicyBatch, Sampler
+
+    submitted = []
+    group = SimpleNamespace(
+        healthy_worker_ids=lambda: [1, 2],
+        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: submitted.append(funcs) or len(funcs),
+        # the runners acted with the version the request carried (3): what _sample_with_weights returns
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"seg": i}], {}, 3)) for i in (1, 2)],
+    )
+    algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger())
+    sampler = Sampler(algorithm, on_policy=on_policy)
+    sampler.weights_version, sampler.weights_state = 3, {"rl_module": {}}
+    sampler._weights_ref = "ref"
+    assert sampler.submit(10, global_env_steps=0) and sampler.in_flight.weights_version == 3
+    assert sampler.collect() == [{"seg": 1}, {"seg": 2}]  # acted with the current weights: no lag
+    sampler.submit(10, global_env_steps=10)
+    sampler.weights_version = 4  # the learner's weights moved on while the batch was sampled
+    if on_policy:
+        with pytest.raises(OffPolicyBatch, match="1 version"):
+            sampler.collect()
+    else:
+        sampler.collect()
+        assert algorithm.metrics.peek((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG)) == 1
+    assert sampler.in_flight is None

@@ -388,6 +388,7 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
 @pytest.mark.parametrize("name, whole", [
     ("experiment_state-2026-11-27_22-10-30.json", json.dumps({"trial_data": [], "runner_data": {}}).encode()),
     ("basic-variant-state-2026-11-27_22-10-30.json", pickle.dumps({"_total_samples": 1, "_finished": True})),
+    ("callback-states-2026-11-27_22-10-30.pkl", pickle.dumps({0: {"kappa_rllib_retry_policy": {"code_errors": {}}}})),
 ])
 def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, name, whole):
     """A full disk cuts Tune's experiment state or its search state short (seen on a 16 MB tmpfs:
@@ -410,6 +411,11 @@ def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, n
     for kept in tmp_path.glob(".kappa_rllib_*"):
         kept.unlink()
     newest.write_bytes(whole[:20])
+    if name.startswith("callback-states"):  # the retry budgets' counts: dropped, not a reason to stop
+        assert faults.repair_state(tmp_path) == [f"{name} was cut short (a full disk?) and no whole copy was "
+                                                 "kept: dropped (the retry budgets of --max-failures start afresh)"]
+        assert not newest.exists()
+        return
     with pytest.raises(ValueError, match="is cut short .* no whole copy of it was kept: Tune cannot resume"):
         faults.repair_state(tmp_path)
 
@@ -443,25 +449,28 @@ def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
     assert _drop_bad_rows(tmp_path / "missing.json") == 0
     # a whole row without its newline (the disk filled between the two) is a row: kept, newline added
     path.write_text(f"{rows[0]}\n{rows[1]}\n{rows[2]}")
-    assert _drop_bad_rows(path) == 1
+    assert _drop_bad_rows(path) == 0  # nothing dropped
     assert path.read_text() == f"{rows[0]}\n{rows[1]}\n{rows[2]}\n"
 
 
 def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_path):
     """faults.repair_state on a grid folder: an unfinished trial's last row without its newline is kept
-    in result.json and in progress.csv (a whole CSV row: the header's fields, result.json's count); a row
-    cut short is still dropped; a finished trial's files are left byte for byte, whatever they hold."""
+    in result.json and in progress.csv (a whole CSV row: the header's fields, result.json's count, and its
+    last field result.json's value); a row cut short is still dropped, in the CSV too when it was cut
+    inside its last field; a finished trial's files are left byte for byte, whatever they hold."""
     from kappa_rllib import faults
 
-    rows = [json.dumps({"training_iteration": i, "done": False, "x": [i] * 3}) for i in (1, 2, 3)]
-    csv_rows = ["training_iteration,done,x", "1,False,a", "2,False,b", "3,False,c"]
-    unfinished, cut, finished = (tmp_path / name for name in ("T_0", "T_1", "T_2"))
-    for trial in (unfinished, cut, finished):
+    rows = [json.dumps({"training_iteration": i, "done": False, "time": {"total": 10.5 * i}}) for i in (1, 2, 3)]
+    csv_rows = ["training_iteration,done,time/total", "1,False,10.5", "2,False,21.0", "3,False,31.5"]
+    unfinished, cut, cut_field, finished = (tmp_path / name for name in ("T_0", "T_1", "T_2", "T_3"))
+    for trial in (unfinished, cut, cut_field, finished):
         trial.mkdir()
     (unfinished / "result.json").write_text("\n".join(rows))
     (unfinished / "progress.csv").write_text("\n".join(csv_rows))
     (cut / "result.json").write_text("\n".join(rows[:2]) + "\n" + rows[2][:9])
     (cut / "progress.csv").write_text("\n".join(csv_rows[:3]) + "\n3,Fa")
+    (cut_field / "result.json").write_text("\n".join(rows) + "\n")
+    (cut_field / "progress.csv").write_text("\n".join(csv_rows)[:-2])  # "3,False,31": cut in its last field
     done_row = json.dumps({"training_iteration": 4, "done": True})
     finished_text = f"{rows[0]}\n{rows[1][:7]}{rows[2]}\n{done_row}"  # odd, but finished: not touched
     (finished / "result.json").write_text(finished_text)
@@ -471,6 +480,7 @@ def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_
     assert (unfinished / "progress.csv").read_text() == "\n".join(csv_rows) + "\n"
     assert (cut / "result.json").read_text() == "\n".join(rows[:2]) + "\n"
     assert (cut / "progress.csv").read_text() == "\n".join(csv_rows[:3]) + "\n"
+    assert (cut_field / "progress.csv").read_text() == "\n".join(csv_rows[:3]) + "\n"
     assert (finished / "result.json").read_text() == finished_text
     assert (finished / "progress.csv").read_text() == "a,b\n1,2"
 
@@ -515,3 +525,55 @@ def test_the_retry_budget_of_each_trial_is_kept_across_resume(tmp_path):
                            pickled_error_file=None, get_pickled_error=ActorDiedError)
     resumed.on_trial_recover(3, [lost], lost)  # its node lost after the resume: N plus the code error's retry
     assert lost.max_failures == 4
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("clusters")
+def test_chaos_every_trial_finishes_once_at_t_while_a_random_worker_node_is_killed_every_20_to_40_s(
+        cluster_factory, tmp_path):
+    """In the spirit of Ray's own chaos release tests: a head without CPUs and two worker nodes (1 CPU
+    each), a grid of 4 trials checkpointing every 2 iterations under `--max-failures -1`, and a killer
+    that SIGKILLs a random worker node every 20-40 s for the grid's whole run and starts a replacement.
+    Every trial finishes exactly once at its T, and what `report` reads of each (resumed timelines
+    replacing rolled-back rows) has each env-step count once, rising to T. On demand (`-m slow`): ~5-8
+    minutes on 2 cores."""
+    import random
+
+    from kappa_rllib.report import load_runs
+
+    cluster = cluster_factory(head_cpus=0, workers=0)
+    workers = [cluster.add_worker(f"w{i}")[0] for i in range(2)]
+    total = 2 * T
+    file = grid_file(tmp_path, "chaos", "CartPole-v1", total, kappas=(0.5, 0.68, 0.84, 0.92))
+    grid_dir = tmp_path / "results" / "chaos" / "kappa_pi_dqn"
+    job = submit(cluster, file, "--storage", tmp_path / "results", "--checkpoint-every", "2",
+                 "--max-failures", "-1")
+    rng, kills, started = random.Random(0), 0, time.monotonic()
+    try:
+        while job.poll() is None:
+            deadline = time.monotonic() + rng.uniform(20, 40)
+            while job.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if job.poll() is not None:
+                break
+            victim = workers.pop(rng.randrange(len(workers)))
+            cluster.kill(victim)
+            kills += 1
+            workers.append(cluster.add_worker(f"r{kills}")[0])
+            assert time.monotonic() - started < 1500, "the grid did not finish within 25 minutes"
+        output, _ = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    print(f"chaos: {kills} worker nodes killed in {time.monotonic() - started:.0f} s")
+    assert kills >= 2, f"only {kills} kills landed: the grid ran too short for this test"
+    assert job.returncode == 0, output[-3000:]
+    assert "[tune] finished: 4/4 trials without error" in output, output[-3000:]
+    rows = trial_rows(grid_dir)
+    assert len(rows) == 4 and all(finished_once_at_t(trial, total) for trial in rows.values()), \
+        {name: [(r["training_iteration"], r.get("done")) for r in trial] for name, trial in rows.items()}
+    runs = load_runs(grid_dir)
+    assert len(runs) == 4
+    for run in runs:
+        steps = list(run.steps)
+        assert steps == sorted(set(steps)) and steps[-1] == total, (run.path, steps)

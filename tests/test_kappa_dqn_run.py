@@ -204,7 +204,7 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
                 if not k.startswith("_target")}
 
     def recording(max_steps):
-        prefetched = algo._in_flight is not None
+        prefetched = algo.sampler.in_flight is not None
         (acting,) = algo.env_runner_group.foreach_env_runner(_acting_weights, local_env_runner=False)
         learner = module_weights(algo, DEFAULT_MODULE_ID)
         if prefetched:  # the chunk in flight was submitted at the start of the previous step

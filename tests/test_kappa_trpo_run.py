@@ -105,14 +105,14 @@ def test_overlapped_sampling_is_the_sequential_computation(ray_local, tmp_path):
     weights = learner_weights(sequential)
     sequential.stop()
     overlapped = run(True)
-    assert overlapped._prefetching  # the 7th batch is being sampled
+    assert overlapped.sampler.in_flight is not None  # the 7th batch is being sampled
     assert learner_weights(overlapped).keys() == weights.keys()
     for key, value in learner_weights(overlapped).items():
         np.testing.assert_array_equal(value, weights[key], err_msg=str(key))
     path = overlapped.save_to_path(str(tmp_path / "ckpt"))
     overlapped.train()  # consumes the batch in flight, starts the next
     overlapped.restore_from_path(path)
-    assert not overlapped._prefetching
+    assert overlapped.sampler.in_flight is None
     result = overlapped.train()
     assert result["env_runners"]["num_env_steps_sampled_lifetime"] == 7 * BATCH
     assert result["kappa"]["batches"] == 7
@@ -124,32 +124,28 @@ def test_a_restore_renews_the_acting_weights_and_runtime_is_reported_once_a_step
     that a restarted EnvRunner would load) are the restored ones, not those they replaced; and a
     kappa-TRPO step reports where it runs once (TRPO's step and the kappa loop each did)."""
     from kappa_rllib import TRPOConfig
-    from kappa_rllib.algorithms import kappa_loop
-    from kappa_rllib.algorithms.trpo import trpo
-    from kappa_rllib.algorithms.sampling import sampling_state
+    from kappa_rllib.algorithms.sampling import Sampler
 
     algo = TRPOConfig().environment("CartPole-v1").training(train_batch_size=BATCH, total_env_steps=10 * BATCH) \
         .debugging(seed=0).build_algo()
     algo.train()
     path = algo.save_to_path(str(tmp_path / "ckpt"))
     def acting():
-        return {k: np.array(v) for k, v in sampling_state(algo).weights_state["rl_module"][DEFAULT_MODULE_ID].items()}
+        return {k: np.array(v) for k, v in algo.sampler.weights_state["rl_module"][DEFAULT_MODULE_ID].items()}
 
     saved = acting()
     algo.train()
     assert any(not np.array_equal(v, saved[k]) for k, v in acting().items())
-    version = sampling_state(algo).weights_version
+    version = algo.sampler.weights_version
     algo.restore_from_path(path)
-    state = sampling_state(algo)
-    assert state.weights_version > version and state.weights_ref is None  # a new version, put on next use
+    assert algo.sampler.weights_version > version and algo.sampler._weights_ref is None  # new, put on next use
     for k, v in acting().items():
         np.testing.assert_array_equal(v, saved[k], err_msg=k)
     algo.stop()
 
     calls = []
-    for module in (kappa_loop, trpo):
-        real = module.report_runtime
-        monkeypatch.setattr(module, "report_runtime", lambda a, r, real=real: calls.append(1) or real(a, r))
+    real = Sampler.report_runtime
+    monkeypatch.setattr(Sampler, "report_runtime", lambda self, r: calls.append(1) or real(self, r))
     kappa = short_config(KappaPITRPOConfig).build_algo()
     result = kappa.train()
     assert len(calls) == 1 and "node_id" in result and "healthy_env_runners" in result

@@ -24,7 +24,6 @@ import logging
 
 from ray.rllib.utils.metrics import TIMERS
 
-from kappa_rllib.algorithms.sampling import report_runtime, sync_env_runner_weights
 from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 
 logger = logging.getLogger(__name__)
@@ -93,8 +92,6 @@ class KappaLoopMixin:
         result = super().step()
         result["kappa"] = {"variant": self.config.kappa_variant, **self.phases.report(), **self.counters,
                            **self._settings(), "changes": len(self.kappa_changes)}
-        if "node_id" not in result:  # a base's step() (TRPO's) may have reported it already: once a step
-            report_runtime(self, result)
         if self.phases.done:
             result["done"] = True  # Tune stops the trial when the schedule is used up
         return result
@@ -124,7 +121,7 @@ class KappaLoopMixin:
             saved = state["kappa"].get("settings")
             if saved is not None and saved != self._settings():
                 self._adopt_settings(saved)
-            sync_env_runner_weights(self)
+            # the acting weights are renewed by SamplerMixin.set_state (below this in the MRO)
 
     def _adopt_settings(self, saved: dict) -> None:
         """Restored with other kappa / C_FA settings: re-plan the rest of the schedule (module docstring)."""

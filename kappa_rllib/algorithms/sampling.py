@@ -1,83 +1,220 @@
-"""Sampling and weight syncs shared by every algorithm here (kappa or not)."""
+"""Sampling and weight syncs: one `Sampler` per algorithm (kappa or not), which owns them.
+
+The Sampler keeps the acting weights (a version number, the inference-only module state read from the
+learners once per version, and its object-store reference, put once per version), the batch in flight
+(sampled ahead while the learner works: `InFlight`, at most one), and what `report_runtime` tracks of
+the remote EnvRunners' processes (`RuntimeCounters`). Every sampling request carries the version and
+reference of the acting weights; the EnvRunner loads them if it does not act with them yet
+(`RawTransitionEnvRunner.act_with`) and returns, with its segments, the version it acted with. So:
+
+* **on-policy at run time**: `collect` (and `sample`) compare the versions the runners acted with to
+  the current one. For TRPO and kappa-TRPO (`on_policy`) any lag is an error (RuntimeError): the batch
+  would not have been sampled by the policy it updates. kappa-DQN samples one chunk ahead by design;
+  its lag (versions) is reported as `env_runners/acting_weights_lag` (the largest in the iteration).
+* **one batch in flight**: `submit` records it (`InFlight`: env steps and the version it acts with),
+  `collect` or `drop` ends it; a restore (`restore`) drops it, then syncs the restored weights.
+
+kappa-PPO and kappa-APPO sample through RLlib's own loop: their Sampler only reports where they run.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import ray
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, WEIGHTS_SEQ_NO
 
-
-def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = None) -> list[dict]:
-    """Samples exactly `num_steps` env steps with exploration; returns the EnvRunners' segments
-    (`kappa_rllib.env_runner`).
-
-    With n remote EnvRunners the steps are split as evenly as possible (the first
-    num_steps mod n runners take one more). `global_env_steps` (env steps sampled so far, all
-    runners) sets the epsilon schedule's t. EnvRunner metrics go into `env_runners/...`.
-    """
-    group = algorithm.env_runner_group
-    start = 0 if global_env_steps is None else global_env_steps
-    if group.num_remote_workers() == 0:
-        results = [_sample_one(group.local_env_runner, num_steps, start)]
-    else:
-        ids, funcs = _remote_shares(algorithm, num_steps, start)
-        results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
-    return _segments_and_metrics(algorithm, results)
+ACTING_WEIGHTS_LAG = "acting_weights_lag"  # env_runners/...: versions behind the learner (kappa-DQN)
 
 
-def _segments_and_metrics(algorithm, results) -> list[dict]:
-    """The runners' (segments, metrics) pairs: metrics into `env_runners/...`, segments returned."""
-    algorithm.metrics.aggregate([m for _, m in results], key=ENV_RUNNER_RESULTS)
-    return [seg for segs, _ in results for seg in segs]
+@dataclass(frozen=True)
+class InFlight:
+    """A batch being sampled ahead: its env steps, and the version of the acting weights it carries."""
 
-
-_ASYNC_TAG = "kappa_rllib_sample"
+    num_steps: int
+    weights_version: int
 
 
 @dataclass
-class SamplingState:
-    """What these functions keep on an algorithm between calls (`algorithm.sampling_state`)."""
+class RuntimeCounters:
+    """What `report_runtime` keeps between steps."""
 
-    weights_version: int = 0  # of the acting weights; 0: those every EnvRunner was built with
-    weights_state: dict | None = None  # the acting module's state, read from the learners once per version
-    weights_ref: "ray.ObjectRef | None" = None  # that state in the object store, put once per version
     env_runner_pids: dict = field(default_factory=dict)  # remote EnvRunner index -> its process id
-    env_runner_restarts: int = 0  # process changes seen (report_runtime)
+    env_runner_restarts: int = 0  # process changes seen
 
 
-def sampling_state(algorithm) -> SamplingState:
-    """The algorithm's SamplingState, made on first use (RLlib's Algorithm.setup knows nothing of it)."""
-    state = getattr(algorithm, "sampling_state", None)
-    if state is None:
-        state = algorithm.sampling_state = SamplingState()
-    return state
+class OffPolicyBatch(RuntimeError):
+    """An on-policy family collected env steps acted with weights other than its current ones."""
 
 
-def _remote_shares(algorithm, num_steps: int, start: int):
-    """Each healthy remote EnvRunner's share of `num_steps` and the call that samples it. The
-    call carries the acting weights (a reference, put once per version), so a runner always
-    acts with the weights of the request it serves: no separate weight sync can be dropped or
-    overtaken while a sampling request is in flight."""
-    group = algorithm.env_runner_group
-    ids = list(group.healthy_worker_ids())  # a restarting runner's share goes to the others
-    if not ids:
-        raise RuntimeError("no healthy EnvRunner to sample from")
-    base, extra = divmod(num_steps, len(ids))
-    shares = [base + (i < extra) for i in range(len(ids))]
-    offsets = [start + sum(shares[:i]) for i in range(len(ids))]
-    version, ref = _acting_weights(algorithm)
-    return ids, [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref) for n, o in zip(shares, offsets)]
+class Sampler:
+    TAG = "kappa_rllib_sample"  # RLlib's tag of our async sampling requests
+
+    def __init__(self, algorithm, *, on_policy: bool):
+        self.algorithm = algorithm
+        self.on_policy = on_policy
+        self.weights_version = 0  # of the acting weights; 0: those every EnvRunner was built with
+        self.weights_state: dict | None = None  # the acting module's state, read from the learners
+        self._weights_ref: ray.ObjectRef | None = None  # that state in the object store
+        self.in_flight: InFlight | None = None
+        self.runtime = RuntimeCounters()
+
+    # ----- the acting weights
+    def sync(self) -> None:
+        """Call after the learner changed the acting module: the local EnvRunner takes the new
+        (inference-only) weights now; remote EnvRunners take them with their next sampling request,
+        one object-store put for all of them."""
+        self.weights_version += 1
+        self.weights_state = _acting_state(self.algorithm)  # read from the learners once
+        self._weights_ref = None
+        local = self.algorithm.env_runner_group.local_env_runner
+        if local is not None:
+            local.set_state(self.weights_state)
+
+    def _acting(self) -> tuple[int, "ray.ObjectRef | None"]:
+        if self.weights_version and self._weights_ref is None:
+            self._weights_ref = ray.put(self.weights_state)
+        return self.weights_version, self._weights_ref
+
+    # ----- sampling
+    def sample(self, num_steps: int, global_env_steps: int = 0) -> list[dict]:
+        """Exactly `num_steps` env steps with exploration, now; returns the EnvRunners' segments
+        (`kappa_rllib.env_runner`). With n remote EnvRunners the steps are split as evenly as possible
+        (the first num_steps mod n runners take one more). `global_env_steps` (env steps sampled so
+        far, all runners) sets the epsilon schedule's t. EnvRunner metrics go into `env_runners/...`."""
+        if self.in_flight is not None:
+            raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is in flight: collect or drop it first")
+        group = self.algorithm.env_runner_group
+        if group.num_remote_workers() == 0:
+            results = [_sample_one(group.local_env_runner, num_steps, global_env_steps) + (self.weights_version,)]
+        else:
+            ids, funcs = self._remote_shares(num_steps, global_env_steps)
+            results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
+        return self._segments(results)
+
+    def submit(self, num_steps: int, global_env_steps: int) -> bool:
+        """Starts sampling `num_steps` env steps on the remote EnvRunners with the current acting
+        weights and returns at once; `collect` waits for the segments.
+
+        Returns False, with nothing left in flight, when RLlib did not send every runner its share (a
+        runner found unhealthy as the call went out, or at its limit of requests in flight): collecting
+        the others would give a short batch, so the caller samples the steps again with `sample`."""
+        if self.in_flight is not None:
+            raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is already in flight")
+        ids, funcs = self._remote_shares(num_steps, global_env_steps)
+        sent = self.algorithm.env_runner_group.foreach_env_runner_async(funcs, tag=self.TAG, remote_worker_ids=ids)
+        self.in_flight = InFlight(num_steps, self.weights_version)
+        if sent != len(ids):
+            self.drop()
+            return False
+        return True
+
+    def collect(self) -> list[dict]:
+        """The segments of the batch in flight (waits for every runner)."""
+        if self.in_flight is None:
+            raise RuntimeError("no batch in flight to collect")
+        ready = self.algorithm.env_runner_group.fetch_ready_async_reqs(tags=self.TAG, timeout_seconds=None)
+        self.in_flight = None
+        return self._segments([r for _, r in ready])
+
+    def drop(self) -> None:
+        """Waits for the batch in flight, if any, and discards it, metrics included."""
+        if self.in_flight is not None:
+            self.algorithm.env_runner_group.fetch_ready_async_reqs(tags=self.TAG, timeout_seconds=None)
+            self.in_flight = None
+
+    def restore(self) -> None:
+        """After the algorithm's state was replaced (a checkpoint, a PBT exploit): a batch in flight was
+        sampled by the replaced weights (dropped, unread); the acting weights the next request carries
+        (and a restarted runner loads) are the restored ones."""
+        self.drop()
+        self.sync()
+
+    def _remote_shares(self, num_steps: int, start: int):
+        """Each healthy remote EnvRunner's share of `num_steps` and the call that samples it. The call
+        carries the acting weights, so a runner acts with the weights of the request it serves: no
+        separate weight sync can be dropped or overtaken while a request is in flight."""
+        ids = list(self.algorithm.env_runner_group.healthy_worker_ids())  # a restarting runner's share goes to the others
+        if not ids:
+            raise RuntimeError("no healthy EnvRunner to sample from")
+        base, extra = divmod(num_steps, len(ids))
+        shares = [base + (i < extra) for i in range(len(ids))]
+        offsets = [start + sum(shares[:i]) for i in range(len(ids))]
+        version, ref = self._acting()
+        return ids, [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref) for n, o in zip(shares, offsets)]
+
+    def _segments(self, results) -> list[dict]:
+        """The runners' (segments, metrics, version acted with): metrics into `env_runners/...`, the
+        versions checked (module docstring), the segments returned."""
+        self.algorithm.metrics.aggregate([m for _, m, _ in results], key=ENV_RUNNER_RESULTS)
+        if results:
+            lag = self.weights_version - min(v for _, _, v in results)
+            if self.on_policy and lag:
+                raise OffPolicyBatch(f"env steps acted with weights {lag} version(s) behind the learner's "
+                                     f"(version {self.weights_version}): an on-policy batch must be sampled by "
+                                     "the policy it updates")
+            if not self.on_policy:
+                self.algorithm.metrics.log_value((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG), lag, reduce="max",
+                                                 clear_on_reduce=True)
+        return [seg for segs, _, _ in results for seg in segs]
+
+    # ----- where the run runs
+    def report_runtime(self, result: dict) -> None:
+        """Adds `node_id`, `env_runner_restarts`, `healthy_env_runners` and `env_runner_node_ids` (the Ray
+        nodes of the remote EnvRunners, comma-separated) to a result.
+
+        `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
+        nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart. A killed remote EnvRunner is
+        often restarted by Ray itself (actor restarts) before RLlib's health probe notices, so restarts are
+        counted here as changes of a runner's process id."""
+        group = self.algorithm.env_runner_group
+        seen = self.runtime.env_runner_pids
+        healthy, nodes = 0, set()
+        if group is not None and group.num_remote_env_runners() > 0:
+            for index, pid, node_id in group.foreach_env_runner(_process_id, local_env_runner=False):
+                healthy += 1
+                if index in seen and seen[index] != pid:
+                    self.runtime.env_runner_restarts += 1
+                seen[index] = pid
+                nodes.add(node_id)
+        result["node_id"] = ray.get_runtime_context().get_node_id()
+        result["env_runner_restarts"] = self.runtime.env_runner_restarts
+        result["healthy_env_runners"] = healthy
+        result["env_runner_node_ids"] = ",".join(sorted(nodes))
 
 
-def _acting_weights(algorithm) -> tuple[int, "ray.ObjectRef | None"]:
-    """(version, object ref) of the acting module's weights; version 0 (no ref) = the weights
-    every EnvRunner was built with. The learner's state is read and put once per version."""
-    state = sampling_state(algorithm)
-    if state.weights_version and state.weights_ref is None:
-        state.weights_ref = ray.put(state.weights_state)
-    return state.weights_version, state.weights_ref
+class SamplerMixin:
+    """Mixed in before an RLlib `Algorithm`: `self.sampler`, made at setup; `step()` reports where the run
+    runs (once a step); a restore drops a batch in flight and renews the acting weights.
+    `samples_raw`: the family samples through the Sampler (kappa-DQN, TRPO, kappa-TRPO); kappa-PPO and
+    kappa-APPO sample through RLlib's own loop, whose `set_state` syncs the weights itself.
+    `on_policy`: a batch must be sampled by the weights it updates (checked at every collect)."""
+
+    samples_raw = True
+    on_policy = True
+
+    def setup(self, config) -> None:
+        self.sampler = Sampler(self, on_policy=self.on_policy)
+        super().setup(config)
+
+    def step(self):
+        result = super().step()
+        self.sampler.report_runtime(result)
+        return result
+
+    def set_state(self, state) -> None:
+        if self.samples_raw:
+            self.sampler.drop()  # sampled by the weights being replaced: dropped, unread
+        super().set_state(state)
+        if self.samples_raw:
+            self.sampler.sync()
+
+
+def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = None) -> list[dict]:
+    """`algorithm.sampler.sample(...)`: exactly `num_steps` env steps now (Sampler.sample)."""
+    return algorithm.sampler.sample(num_steps, 0 if global_env_steps is None else global_env_steps)
 
 
 def _acting_state(algorithm) -> dict:
@@ -90,88 +227,16 @@ def _acting_state(algorithm) -> dict:
 
 
 def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, version: int, ref):
-    if version and getattr(env_runner, "_kappa_weights_version", 0) != version:
-        env_runner.set_state(ray.get(ref))
-        env_runner._kappa_weights_version = version
-    return _sample_one(env_runner, num_steps, global_env_steps)
+    env_runner.act_with(version, ref)
+    return _sample_one(env_runner, num_steps, global_env_steps) + (env_runner.weights_version,)
 
 
-def submit_env_steps(algorithm, num_steps: int, global_env_steps: int) -> bool:
-    """Starts sampling `num_steps` env steps on the remote EnvRunners and returns at once (the
-    runners keep their current weights for it); `collect_env_steps` waits for the segments.
-
-    Returns False, with nothing left in flight, when RLlib did not send every runner its share (a
-    runner found unhealthy as the call went out, or at its limit of requests in flight): collecting
-    the others would give a short batch, so the caller samples the steps again, synchronously."""
-    group = algorithm.env_runner_group
-    ids, funcs = _remote_shares(algorithm, num_steps, global_env_steps)
-    sent = group.foreach_env_runner_async(funcs, tag=_ASYNC_TAG, remote_worker_ids=ids)
-    if sent != len(ids):
-        drop_env_steps(algorithm)
-        return False
-    return True
-
-
-def collect_env_steps(algorithm) -> list[dict]:
-    """The segments of the sampling started by `submit_env_steps` (waits for all runners)."""
-    ready = algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)
-    return _segments_and_metrics(algorithm, [r for _, r in ready])
-
-
-def drop_env_steps(algorithm) -> None:
-    """Waits for the sampling started by `submit_env_steps` and discards it, metrics included."""
-    algorithm.env_runner_group.fetch_ready_async_reqs(tags=_ASYNC_TAG, timeout_seconds=None)
-
-
-def _sample_one(env_runner, num_steps: int, global_env_steps: int):
+def _sample_one(env_runner, num_steps: int, global_env_steps: int) -> tuple:
     if num_steps == 0:
         return [], env_runner.get_metrics()
     return env_runner.sample(num_timesteps=num_steps, explore=True, global_env_steps=global_env_steps), \
         env_runner.get_metrics()
 
 
-def sync_env_runner_weights(algorithm) -> None:
-    """Call after the learner changed the acting module: the local EnvRunner takes the new
-    (inference-only) weights now; remote EnvRunners take them with their next sampling request
-    (`_remote_shares`), one object-store put for all of them."""
-    state = sampling_state(algorithm)
-    state.weights_version += 1
-    state.weights_state = _acting_state(algorithm)  # read from the learners once
-    state.weights_ref = None
-    local = algorithm.env_runner_group.local_env_runner
-    if local is not None:
-        local.set_state(state.weights_state)
-
-
 def _process_id(env_runner):
-    import os
-
     return env_runner.worker_index, os.getpid(), ray.get_runtime_context().get_node_id()
-
-
-def report_runtime(algorithm, result: dict) -> None:
-    """Where and how the run is running: adds `node_id`, `env_runner_restarts`, `healthy_env_runners`
-    and `env_runner_node_ids` (the Ray nodes of the remote EnvRunners, comma-separated) to a result.
-
-    `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
-    nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart.
-
-    A killed remote EnvRunner is often restarted by Ray itself (actor restarts) before RLlib's
-    health probe notices, so restarts are counted here as changes of a runner's process id.
-    """
-    group = algorithm.env_runner_group
-    state = sampling_state(algorithm)
-    seen, restarts = state.env_runner_pids, state.env_runner_restarts
-    healthy, nodes = 0, set()
-    if group is not None and group.num_remote_env_runners() > 0:
-        for index, pid, node_id in group.foreach_env_runner(_process_id, local_env_runner=False):
-            healthy += 1
-            if index in seen and seen[index] != pid:
-                restarts += 1
-            seen[index] = pid
-            nodes.add(node_id)
-    state.env_runner_restarts = restarts
-    result["node_id"] = ray.get_runtime_context().get_node_id()
-    result["env_runner_restarts"] = restarts
-    result["healthy_env_runners"] = healthy
-    result["env_runner_node_ids"] = ",".join(sorted(nodes))

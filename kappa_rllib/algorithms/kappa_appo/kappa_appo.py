@@ -32,6 +32,7 @@ from kappa_rllib import defaults
 from kappa_rllib.algorithms.actor_critic import KappaActorCriticConfigMixin
 from kappa_rllib.algorithms.config_mixins import SettingProblems
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
+from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.variant import PI, VI
@@ -96,7 +97,9 @@ class KappaVIAPPOConfig(KappaAPPOConfig):
         super().__init__(algo_class=algo_class or KappaVIAPPO)
 
 
-class KappaAPPO(ManifestMixin, KappaLoopMixin, APPO):
+class KappaAPPO(ManifestMixin, KappaLoopMixin, SamplerMixin, APPO):
+    samples_raw = False  # RLlib's own sampling loop (its set_state syncs the weights); the Sampler reports runtime
+
     def setup(self, config) -> None:
         self._kappa_step_started = False  # a training_step of this train() call has run
         super().setup(config)

@@ -52,12 +52,7 @@ from kappa_rllib.algorithms.config_mixins import (
 )
 from kappa_rllib.checkpoints import ManifestMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
-from kappa_rllib.algorithms.sampling import (
-    collect_env_steps,
-    sample_env_steps,
-    submit_env_steps,
-    sync_env_runner_weights,
-)
+from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
@@ -270,8 +265,10 @@ class KappaVIDQNConfig(KappaDQNConfig):
         super().__init__(algo_class=algo_class or KappaVIDQN)
 
 
-class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
+class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, SamplerMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
+
+    on_policy = False  # with overlap_sampling a chunk acts with the weights of one update before (by design)
 
     def setup(self, config) -> None:
         super().setup(config)
@@ -288,7 +285,6 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
             # gamma (1 - kappa) = 0, so evaluating it is wasted work and the algorithm is DQN.
             with_evaluation_phase=cfg.kappa_plan.evaluates_phi,
         )
-        self._in_flight: int | None = None  # env steps being sampled ahead (overlap_sampling)
         self._last_chunk_steps = 0
         self.counters = {
             "theta_updates": 0,
@@ -317,13 +313,15 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
         """
         cfg = self.config
         n = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps)
-        prefetched = self._in_flight is not None
+        prefetched = self.sampler.in_flight is not None
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             if prefetched:  # sampled while the previous chunk's updates ran
-                assert self._in_flight == n, (self._in_flight, n)
-                segments, self._in_flight = collect_env_steps(self), None
+                if self.sampler.in_flight.num_steps != n:
+                    raise RuntimeError(f"the chunk in flight holds {self.sampler.in_flight.num_steps} env steps, "
+                                       f"the schedule's next chunk {n}")
+                segments = self.sampler.collect()
             else:
-                segments = sample_env_steps(self, n, global_env_steps=self.phases.units)
+                segments = self.sampler.sample(n, global_env_steps=self.phases.units)
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
             transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
             steps = len(transitions.get(Columns.REWARDS, ()))
@@ -338,12 +336,11 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, Algorithm):
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
             # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
             # learner updates on this one.
-            if submit_env_steps(self, n_next, global_env_steps=self.phases.units):
-                self._in_flight = n_next
+            self.sampler.submit(n_next, global_env_steps=self.phases.units)  # False: sampled next step
         if program:
             self._update(program)
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-                sync_env_runner_weights(self)
+                self.sampler.sync()
         return steps
 
     def _end_improvement(self) -> None:

@@ -39,14 +39,7 @@ from kappa_rllib.algorithms.config_mixins import (
     set_given,
 )
 from kappa_rllib.checkpoints import ManifestMixin
-from kappa_rllib.algorithms.sampling import (
-    collect_env_steps,
-    drop_env_steps,
-    report_runtime,
-    sample_env_steps,
-    submit_env_steps,
-    sync_env_runner_weights,
-)
+from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.schedule import validate_gamma
 
@@ -171,21 +164,18 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         check_one_batch(self.total_env_steps, self.train_batch_size)
 
 
-class TRPO(ManifestMixin, Algorithm):
+class TRPO(ManifestMixin, SamplerMixin, Algorithm):
+    on_policy = True  # every batch sampled by the policy it updates: checked at each collect (sampling.py)
+
     @classmethod
     def get_default_config(cls):
         return TRPOConfig()
-
-    def setup(self, config) -> None:
-        super().setup(config)
-        self._prefetching = False  # the remote EnvRunners are sampling the next batch (overlap_sampling)
 
     def training_step(self) -> None:
         self._trpo_iteration(self.config.train_batch_size)
 
     def step(self):
         result = super().step()
-        report_runtime(self, result)
         sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         batches = self.config.total_env_steps // self.config.train_batch_size
         if sampled >= batches * self.config.train_batch_size:
@@ -206,11 +196,10 @@ class TRPO(ManifestMixin, Algorithm):
         """
         lifetime = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-            if self._prefetching:  # the batch the runners sampled during the last value fits
-                self._prefetching = False
-                segments = collect_env_steps(self)
+            if self.sampler.in_flight is not None:  # the batch the runners sampled during the last value fits
+                segments = self.sampler.collect()
             else:
-                segments = sample_env_steps(self, num_env_steps, global_env_steps=lifetime)
+                segments = self.sampler.sample(num_env_steps, global_env_steps=lifetime)
         columns = segment_transitions(segments)
         steps = len(columns[Columns.REWARDS])
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
@@ -224,20 +213,10 @@ class TRPO(ManifestMixin, Algorithm):
             )
         self.metrics.aggregate(results, key=LEARNER_RESULTS)
         with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
-            sync_env_runner_weights(self)
+            self.sampler.sync()
         if overlap:
-            self._prefetching = submit_env_steps(self, num_env_steps, global_env_steps=lifetime + steps)
+            self.sampler.submit(num_env_steps, global_env_steps=lifetime + steps)  # False: sampled later
             with self.metrics.log_time((TIMERS, DEFERRED_VALUE_FITS_TIMER)):
                 results = self.learner_group.foreach_learner(lambda learner: learner.deferred_value_fits())
             self.metrics.aggregate([r.get() for r in results], key=LEARNER_RESULTS)
         return steps
-
-    def set_state(self, state) -> None:
-        # A batch sampled ahead was sampled by the weights being replaced: drop it, unread.
-        if self._prefetching:
-            self._prefetching = False
-            drop_env_steps(self)
-        super().set_state(state)
-        # RLlib's set_state synced the restored weights to the EnvRunners; the acting weights the next
-        # sampling request carries (and a restarted runner loads) must be those too, not the replaced ones
-        sync_env_runner_weights(self)
