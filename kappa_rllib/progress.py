@@ -215,3 +215,9 @@ class FileProgress:
                 + (f", {counts['ERROR']} failed" if counts["ERROR"] else "") + self._eta())
         width = max((len(g.name) for g in self.grids), default=0)
         return "\n".join([head, *(g.line(width) for g in self.grids)])
+
+
+class CompactProgress(GridProgress):
+    """The per-grid progress callback of `kappa-rllib tune` before its grids ran together (2026-11-28).
+    Tune pickles a run's callbacks into the grid's `tuner.pkl`, so `--resume` of a grid started by that
+    version unpickles this name; the resumed run then uses this version's callbacks. Never made here."""

@@ -347,3 +347,18 @@ def test_run_folders_from_python_create_trim_and_read_back(tmp_path):
     assert json.loads((run_dir / "params.json").read_text())["kappa"] == 0.84
     with pytest.raises(runs.RunError, match=f"^{tmp_path} is not a `kappa-rllib train` run folder"):
         runs.resume(tmp_path)
+
+
+def test_a_grid_started_by_the_version_before_the_file_view_still_unpickles():
+    """`--resume` of a grid started before the grids ran together: its tuner.pkl holds that version's
+    per-grid callback, `kappa_rllib.progress.CompactProgress` (found when a Table 2 grid was resumed
+    across the change: AttributeError before this name came back)."""
+    import pickle
+
+    # what that version pickled: the class by its module and name, then its __dict__
+    old_state = {"grid_name": "g", "axes": ["seed"], "interval_s": 60.0, "eta": True, "latest": {}, "first": {},
+                 "started": 0.0, "last_print": 0.0, "changed": False}
+    data = (b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00\x8c\x14kappa_rllib.progress\x94\x8c\x0fCompactProgress\x94"
+            b"\x93\x94)\x81\x94" + pickle.dumps(old_state, protocol=4)[2:-1] + b"b.")
+    restored = pickle.loads(data)
+    assert type(restored).__name__ == "CompactProgress" and restored.grid_name == "g"
