@@ -103,7 +103,7 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
 
     def act_with(self, version: int, ref) -> None:
         """Acts with the Sampler's acting weights of `version` (their object-store reference `ref`),
-        loading them unless this runner already does; version 0 is the weights it was built with."""
+        loading them unless this runner already does (0: none synced yet, a runner's own)."""
         if version and version != self.weights_version:
             self.set_state(ray.get(ref))
             self.weights_version = version

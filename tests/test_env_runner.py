@@ -189,7 +189,7 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
         healthy_worker_ids=lambda: [1, 2],
         foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: submitted.append(funcs) or len(funcs),
         # the runners acted with the version the request carried (3): what _sample_with_weights returns
-        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"seg": i}], {}, 3)) for i in (1, 2)],
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"seg": i}], {}, 3, (i, 10 + i, "n"))) for i in (1, 2)],
     )
     algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger())
     sampler = Sampler(algorithm, on_policy=on_policy)
@@ -206,3 +206,42 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
         sampler.collect()
         assert algorithm.metrics.peek((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG)) == 1
     assert sampler.in_flight is None
+
+
+def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples():
+    """An EnvRunner serves one call at a time: asking the runners where they run while they sample a
+    batch ahead would hold Tune's reporting and checkpointing until the batch is done. Each sampling
+    answer says where its runner runs; the report reads that (a changed process id is a restart), and
+    asks the runners itself only for RLlib's own sampling (kappa-PPO, kappa-APPO)."""
+    from types import SimpleNamespace
+
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from kappa_rllib.algorithms.sampling import Sampler
+
+    asked, answers = [], [[(1, ([], {}, 1, (1, 11, "n1"))), (2, ([], {}, 1, (2, 12, "n2")))],
+                          [(1, ([], {}, 1, (1, 11, "n1"))), (2, ([], {}, 1, (2, 99, "n3")))]]
+    group = SimpleNamespace(
+        num_remote_env_runners=lambda: 2, healthy_worker_ids=lambda: [1, 2],
+        foreach_env_runner=lambda f, local_env_runner: asked.append(1) or [(1, 11, "n1")],
+        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: len(funcs),
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: answers.pop(0))
+    algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger(), samples_raw=True)
+    sampler = Sampler(algorithm, on_policy=True)
+    sampler.weights_version, sampler._weights_ref = 1, "ref"
+    reports = []
+    for _ in range(2):
+        sampler.submit(10, global_env_steps=0)
+        sampler.collect()
+        reports.append({})
+        sampler.report_runtime(reports[-1])
+    sampler.submit(10, global_env_steps=0)  # a batch in flight at the report: still nothing asked
+    reports.append({})
+    sampler.report_runtime(reports[-1])
+    assert not asked and reports[-1] == reports[-2]
+    assert [(r["healthy_env_runners"], r["env_runner_node_ids"], r["env_runner_restarts"]) for r in reports[:2]] == \
+        [(2, "n1,n2", 0), (2, "n1,n3", 1)]  # runner 2 came back in another process, on another node
+    algorithm.samples_raw = False
+    sampler.in_flight = None
+    sampler.report_runtime({})
+    assert asked == [1]

@@ -8,7 +8,7 @@ reference of the acting weights; the EnvRunner loads them if it does not act wit
 (`RawTransitionEnvRunner.act_with`) and returns, with its segments, the version it acted with. So:
 
 * **on-policy at run time**: `collect` (and `sample`) compare the versions the runners acted with to
-  the current one. For TRPO and kappa-TRPO (`on_policy`) any lag is an error (RuntimeError): the batch
+  the current one. For TRPO and kappa-TRPO (`on_policy`) any lag is an error (`OffPolicyBatch`): the batch
   would not have been sampled by the policy it updates. kappa-DQN samples one chunk ahead by design;
   its lag (versions) is reported as `env_runners/acting_weights_lag` (the largest in the iteration).
 * **one batch in flight**: `submit` records it (`InFlight`: env steps and the version it acts with),
@@ -43,6 +43,8 @@ class RuntimeCounters:
 
     env_runner_pids: dict = field(default_factory=dict)  # remote EnvRunner index -> its process id
     env_runner_restarts: int = 0  # process changes seen
+    healthy_env_runners: int = 0  # remote EnvRunners that answered the last request
+    env_runner_node_ids: str = ""  # their Ray nodes
 
 
 class OffPolicyBatch(RuntimeError):
@@ -55,7 +57,7 @@ class Sampler:
     def __init__(self, algorithm, *, on_policy: bool):
         self.algorithm = algorithm
         self.on_policy = on_policy
-        self.weights_version = 0  # of the acting weights; 0: those every EnvRunner was built with
+        self.weights_version = 0  # of the acting weights; 0: none synced yet (SamplerMixin.setup syncs once)
         self.weights_state: dict | None = None  # the acting module's state, read from the learners
         self._weights_ref: ray.ObjectRef | None = None  # that state in the object store
         self.in_flight: InFlight | None = None
@@ -88,7 +90,7 @@ class Sampler:
             raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is in flight: collect or drop it first")
         group = self.algorithm.env_runner_group
         if group.num_remote_workers() == 0:
-            results = [_sample_one(group.local_env_runner, num_steps, global_env_steps) + (self.weights_version,)]
+            results = [_sample_one(group.local_env_runner, num_steps, global_env_steps) + (self.weights_version, None)]
         else:
             ids, funcs = self._remote_shares(num_steps, global_env_steps)
             results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
@@ -146,19 +148,32 @@ class Sampler:
         return ids, [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref) for n, o in zip(shares, offsets)]
 
     def _segments(self, results) -> list[dict]:
-        """The runners' (segments, metrics, version acted with): metrics into `env_runners/...`, the
-        versions checked (module docstring), the segments returned."""
-        self.algorithm.metrics.aggregate([m for _, m, _ in results], key=ENV_RUNNER_RESULTS)
+        """The runners' (segments, metrics, version acted with, (index, pid, node) of a remote runner):
+        metrics into `env_runners/...`, the versions checked (module docstring), where the remote runners
+        run noted (`report_runtime`), the segments returned."""
+        self.algorithm.metrics.aggregate([m for _, m, _, _ in results], key=ENV_RUNNER_RESULTS)
+        self._note_runners([where for _, _, _, where in results if where is not None])
         if results:
-            lag = self.weights_version - min(v for _, _, v in results)
+            lag = self.weights_version - min(v for _, _, v, _ in results)
             if self.on_policy and lag:
                 raise OffPolicyBatch(f"env steps acted with weights {lag} version(s) behind the learner's "
                                      f"(version {self.weights_version}): an on-policy batch must be sampled by "
                                      "the policy it updates")
             if not self.on_policy:
-                self.algorithm.metrics.log_value((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG), lag, reduce="max",
-                                                 clear_on_reduce=True)
-        return [seg for segs, _, _ in results for seg in segs]
+                # reduce="max" starts afresh every iteration: the iteration's largest lag
+                self.algorithm.metrics.log_value((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG), lag, reduce="max")
+        return [seg for segs, _, _, _ in results for seg in segs]
+
+    def _note_runners(self, seen) -> None:
+        """(index, pid, node) of the remote runners that answered: a changed pid is a restart."""
+        runtime = self.runtime
+        for index, pid, _ in seen:
+            if index in runtime.env_runner_pids and runtime.env_runner_pids[index] != pid:
+                runtime.env_runner_restarts += 1
+            runtime.env_runner_pids[index] = pid
+        if seen:
+            runtime.healthy_env_runners = len(seen)
+            runtime.env_runner_node_ids = ",".join(sorted({node for _, _, node in seen}))
 
     # ----- where the run runs
     def report_runtime(self, result: dict) -> None:
@@ -168,21 +183,20 @@ class Sampler:
         `node_id` is the Ray node this algorithm (a Tune trial's actor, or the driver) runs on: with several
         nodes on one host, Tune's `hostname`/`node_ip` cannot tell them apart. A killed remote EnvRunner is
         often restarted by Ray itself (actor restarts) before RLlib's health probe notices, so restarts are
-        counted here as changes of a runner's process id."""
+        counted here as changes of a runner's process id.
+
+        Where the Sampler samples (kappa-DQN, TRPO, kappa-TRPO), every sampling request's answer says where
+        its runner runs, so the report asks nothing: an EnvRunner serves one call at a time, and a question
+        sent while it samples a batch ahead would hold Tune's reporting and checkpointing until the batch
+        is done. kappa-PPO and kappa-APPO (RLlib's sampling) ask the runners once a step."""
         group = self.algorithm.env_runner_group
-        seen = self.runtime.env_runner_pids
-        healthy, nodes = 0, set()
-        if group is not None and group.num_remote_env_runners() > 0:
-            for index, pid, node_id in group.foreach_env_runner(_process_id, local_env_runner=False):
-                healthy += 1
-                if index in seen and seen[index] != pid:
-                    self.runtime.env_runner_restarts += 1
-                seen[index] = pid
-                nodes.add(node_id)
+        runtime = self.runtime
+        if not self.algorithm.samples_raw and group is not None and group.num_remote_env_runners() > 0:
+            self._note_runners(group.foreach_env_runner(_process_id, local_env_runner=False))
         result["node_id"] = ray.get_runtime_context().get_node_id()
-        result["env_runner_restarts"] = self.runtime.env_runner_restarts
-        result["healthy_env_runners"] = healthy
-        result["env_runner_node_ids"] = ",".join(sorted(nodes))
+        result["env_runner_restarts"] = runtime.env_runner_restarts
+        result["healthy_env_runners"] = runtime.healthy_env_runners
+        result["env_runner_node_ids"] = runtime.env_runner_node_ids
 
 
 class SamplerMixin:
@@ -198,6 +212,8 @@ class SamplerMixin:
     def setup(self, config) -> None:
         self.sampler = Sampler(self, on_policy=self.on_policy)
         super().setup(config)
+        if self.samples_raw:  # version 1: the learner's initial weights, which every request then carries
+            self.sampler.sync()  # (a runner, fresh or restarted by Ray, is built with weights of its own)
 
     def step(self):
         result = super().step()
@@ -223,12 +239,14 @@ def _acting_state(algorithm) -> dict:
     state = algorithm.learner_group.get_state(
         components=[f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{DEFAULT_MODULE_ID}"], inference_only=True,
     )[COMPONENT_LEARNER]
-    return {k: v for k, v in state.items() if k in (COMPONENT_RL_MODULE, WEIGHTS_SEQ_NO)}
+    # WEIGHTS_SEQ_NO 0: RLlib's EnvRunner.set_state then always loads the weights (it skips a number not
+    # newer than its own, as after a restore to earlier weights); the Sampler's version says which they are
+    return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: 0}
 
 
 def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, version: int, ref):
     env_runner.act_with(version, ref)
-    return _sample_one(env_runner, num_steps, global_env_steps) + (env_runner.weights_version,)
+    return _sample_one(env_runner, num_steps, global_env_steps) + (env_runner.weights_version, _process_id(env_runner))
 
 
 def _sample_one(env_runner, num_steps: int, global_env_steps: int) -> tuple:
