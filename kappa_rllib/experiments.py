@@ -213,7 +213,9 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                                f"{e}; is its disk full?): free space there, then --resume goes on from each "
                                "trial's last complete checkpoint") from None
         finally:
-            if view is not None:
+            # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
+            # count them done; the CLI says what is left instead
+            if view is not None and not stop.is_set():
                 view.final()
     return results
 
