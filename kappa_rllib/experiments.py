@@ -244,11 +244,11 @@ def _restorable(path) -> bool:
         return False
     if stores.is_uri(path):
         return True
-    states = sorted(Path(path).glob("experiment_state-*.json"))  # named by session start: newest last
-    if not states:
+    newest = faults._newest_state(Path(path))
+    if newest is None:
         return False
     try:
-        return bool(json.loads(states[-1].read_text()).get("trial_data"))
+        return bool(json.loads(newest.read_text()).get("trial_data"))
     except (OSError, ValueError):
         return True  # cut short (a full disk): faults.repair_state has put back a whole copy, or says so
 
@@ -266,10 +266,11 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
     if resume and not stores.is_uri(path) and Path(path).is_dir():
         for repaired in faults.repair_state(Path(path)):
             print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
-    if resume and not stores.is_uri(path) and not _restorable(path) and any(Path(path).glob("*/result.json")):
+    restorable = resume and _restorable(path)
+    if resume and not restorable and not stores.is_uri(path) and any(Path(path).glob("*/result.json")):
         raise ValueError(f"{path}: grid {grid.name!r} has trial results but no Tune state to resume them from "
                          "(experiment_state-*.json): move the folder aside to run the grid afresh")
-    if resume and _restorable(path):
+    if restorable:
         with quiet_unstarted_trials():
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
                                        resume_unfinished=True, resume_errored=True, restart_errored=False)

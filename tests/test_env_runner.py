@@ -7,7 +7,6 @@ import pytest
 from ray.rllib.core.columns import Columns
 
 from kappa_rllib import KappaPIDQNConfig, KappaPITRPOConfig
-from kappa_rllib.algorithms.sampling import sample_env_steps
 from kappa_rllib.env_runner import segment_transitions, split_segments
 from kappa_rllib.envs import COUNTING_ENV
 
@@ -55,7 +54,7 @@ def test_transitions_are_exact_across_calls_resets_and_runners(ray_local, runner
     sizes = [1, 4, 13, 2, 30, 7, 64]
     segments = []
     for i, n in enumerate(sizes):
-        segments += sample_env_steps(algo, n, global_env_steps=sum(sizes[:i]))
+        segments += algo.sampler.sample(n, global_env_steps=sum(sizes[:i]))
     # segments of one sub-env's episode, cut at call boundaries, join up exactly
     columns = segment_transitions(segments)
     steps = check_stream(columns, sum(sizes))
@@ -69,7 +68,7 @@ def test_transitions_are_exact_across_calls_resets_and_runners(ray_local, runner
 
 def test_split_segments_gives_trpo_its_chunks_back(ray_local):
     algo = counting_algo(KappaPITRPOConfig)
-    segments = sample_env_steps(algo, 40)
+    segments = algo.sampler.sample(40)
     for seg in segments:
         assert Columns.ACTION_LOGP in seg  # a sampled policy reports log-probs
     chunks = split_segments(segment_transitions(segments))

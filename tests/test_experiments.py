@@ -400,3 +400,45 @@ def test_the_grids_share_tunes_ctrl_c_hook_and_one_cap_on_live_trials():
     generators[1].set_state({**state, "max_concurrent": 2})  # a grid restored with its own old cap
     assert generators[1].max_concurrent == 0 and cap.live() == 3
     assert together.CappedVariantGenerator(together.SharedCap(None)).next_trial() is None  # no config: none
+
+
+def test_a_grid_stopped_before_its_first_trial_resumes_afresh_and_no_grid_starts_after_a_stop(tmp_path):
+    """A Ctrl-C while the file's grids start: a grid that made no trial holds Tune's settings (tuner.pkl) but
+    an experiment state without trials, which Tune's restore fails on and restarts loudly; `--resume`
+    starts it afresh instead. A folder with trial results and no state to resume them is refused in one
+    line. And once the stop is set, fit_together starts no further grid (--resume will)."""
+    import threading
+    from types import SimpleNamespace
+
+    from kappa_rllib import together
+
+    grid = tmp_path / "g"
+    grid.mkdir()
+    (grid / "tuner.pkl").write_bytes(b"x")
+    assert not experiments._restorable(str(tmp_path / "missing"))
+    assert not experiments._restorable(str(grid))  # no experiment state yet
+    (grid / "experiment_state-2026-11-28_10-00-00.json").write_text(json.dumps({"trial_data": []}))
+    assert not experiments._restorable(str(grid))  # a state without trials
+    (grid / "experiment_state-2026-11-28_11-00-00.json").write_text(json.dumps({"trial_data": [["t"]]}))
+    assert experiments._restorable(str(grid))  # the newest names a trial
+    (tmp_path / "h" / "T_0").mkdir(parents=True)
+    (tmp_path / "h" / "T_0" / "result.json").write_text("{}\n")
+    with pytest.raises(ValueError, match="has trial results but no Tune state to resume them from"):
+        experiments._tuner(SimpleNamespace(name="h"), str(tmp_path), str(tmp_path / "h"), resume=True, cap=None,
+                           max_concurrent=None, checkpoint_every=0, max_failures=1, verbose=0, callbacks=[])
+
+    stop, fitted = threading.Event(), []
+
+    class Tuner:
+        def __init__(self, name):
+            self.name = name
+
+        def fit(self):
+            fitted.append(self.name)
+            stop.set()  # a Ctrl-C while this grid runs
+            return self.name
+
+    started = together.Started()
+    started.event.set()
+    jobs = [("a", Tuner("a"), started), ("b", Tuner("b"), together.Started())]
+    assert together.fit_together(jobs, stop=stop, poll_s=0.05) == {"a": "a"} and fitted == ["a"]

@@ -228,11 +228,6 @@ class SamplerMixin:
             self.sampler.sync()
 
 
-def sample_env_steps(algorithm, num_steps: int, global_env_steps: int | None = None) -> list[dict]:
-    """`algorithm.sampler.sample(...)`: exactly `num_steps` env steps now (Sampler.sample)."""
-    return algorithm.sampler.sample(num_steps, 0 if global_env_steps is None else global_env_steps)
-
-
 def _acting_state(algorithm) -> dict:
     """The acting (inference-only) module's state from the learners, as `EnvRunner.set_state`
     takes it (what RLlib's `EnvRunnerGroup.sync_weights` sends)."""
