@@ -35,11 +35,20 @@ Packing: `kappa-rllib tune --gpus-per-trial 1/N`'s layout: N kappa-PI-DQN trials
 Each row: env steps/s, the ratio to the minimal loop of the same algorithm, the peak memory of the
 whole process tree (driver, Ray's own processes, workers) while that row ran, as proportional set
 size (PSS: pages shared between processes, e.g. torch's libraries, count once).
+
+Rounds (`--rounds N`, default 3): the whole table is measured N times, one round after another, so each
+row alternates with the minimal loop it is compared with (A B C, A B C, ...) and a slow minute of the
+machine lands on one round, not on one row. Each round's ratio divides by the minimal loop of the same
+round; the table prints the median rate, the median ratio and its range over the rounds. Quote the
+median. `--json FILE` writes every round's rows (benchmarks/against_commit.py reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
+import sys
 
 import torch
 
@@ -62,7 +71,12 @@ def main(argv=None):
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measure the whole table this many times, alternating the rows; print medians (default 3)")
+    p.add_argument("--json", help="also write every round's rows to this file")
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds}: at least 1")
     torch.set_num_threads(args.torch_threads)
     import ray
 
@@ -72,38 +86,88 @@ def main(argv=None):
     if "packing" in workloads:
         cpus = max(cpus, max(int(n) for n in args.trials_per_gpu.split(",")) * (max(runners) + 1))
     ray.init(address="local", num_cpus=max(2, cpus), include_dashboard=False, log_to_driver=False)
+    rounds = []
+    for r in range(args.rounds):
+        print(f"== round {r + 1} of {args.rounds}", flush=True)
+        rounds.append(measure_round(args, workloads, runners))
+    ray.shutdown()
+    table = summarize(rounds)
+    print_table(table, args.rounds)
+    if args.json:
+        with open(args.json, "w") as f:
+            import kappa_rllib
+
+            json.dump({"argv": sys.argv[1:] if argv is None else argv, "kappa_rllib": kappa_rllib.__file__, "rounds": [[list(row) for row in rows] for rows in rounds]}, f, indent=1)
+    if args.profile:  # after the table, so that a failure here loses none of it
+        ray.init(address="local", num_cpus=max(2, max(runners) + 1), include_dashboard=False, log_to_driver=False)
+        profile_atari(args.device, max(runners))
+        ray.shutdown()
+
+
+def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]:
+    """One measurement of every row of the selected workloads, in the table's order."""
     rows = []
     if "w1" in workloads:
         rows += [("W1",)] + workload_w1(args.steps)
     if "w3" in workloads:
-        rows += [("W3",)] + workload_w3(args.steps, [int(n) for n in args.env_runners.split(",")])
+        rows += [("W3",)] + workload_w3(args.steps, runners)
     if "w2" in workloads:
-        rows += [("W2",)] + workload_w2(args.iterations, [int(n) for n in args.env_runners.split(",")])
+        rows += [("W2",)] + workload_w2(args.iterations, runners)
     if "atari" in workloads:
-        rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay,
-                                              [int(n) for n in args.env_runners.split(",")], args.device,
+        rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
                                               tuple(args.atari_algos.split(",")))
     if "graphs" in workloads:
         rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:
         rows += [("Packing (Atari, kappa-PI-DQN)",)] + workload_packing(
             args.steps, [int(n) for n in args.trials_per_gpu.split(",")], max(runners), args.device)
-    ray.shutdown()
+    return rows
+
+
+def round_ratios(rows: list[tuple]) -> dict[str, tuple[float | None, float | None]]:
+    """Row name -> (ratio to the minimal loop, ratio to raw env.step), both of this round."""
     minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
     raw_env = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("gymnasium")}
-    print(f"\n{'run':<72}{'env steps/s':>12}{'vs minimal':>12}{'vs env.step':>12}{'peak PSS':>11}  notes")
-    for row in rows:
+    return {r[0]: (r[1] / minimal[r[2]] if r[2] in minimal else None,
+                   r[1] / raw_env[r[2]] if r[2] in raw_env else None) for r in rows if len(r) > 1}
+
+
+def summarize(rounds: list[list[tuple]]) -> list[tuple]:
+    """The first round's rows in order, each with the medians (and ranges) over every round."""
+    ratios = [round_ratios(rows) for rows in rounds]
+    table = []
+    for row in rounds[0]:
         if len(row) == 1:
+            table.append(row)
+            continue
+        name = row[0]
+        same = [r for rows in rounds for r in rows if len(r) > 1 and r[0] == name]
+        to_min = [x[name][0] for x in ratios if name in x and x[name][0] is not None]
+        to_env = [x[name][1] for x in ratios if name in x and x[name][1] is not None]
+        table.append(dict(name=name, rate=statistics.median(r[1] for r in same),
+                          ratio=to_min, to_env=to_env, peak=max(r[3] for r in same),
+                          notes=row[4] if len(row) > 4 else ""))
+    return table
+
+
+def _median_range(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def print_table(table: list, rounds: int) -> None:
+    what = "median of 1 round" if rounds == 1 else f"medians of {rounds} alternated rounds (range)"
+    print(f"\n{what}")
+    print(f"{'run':<64}{'env steps/s':>12}{'vs minimal':>20}{'vs env.step':>20}{'peak PSS':>11}  notes")
+    for row in table:
+        if isinstance(row, tuple):
             print(f"-- {row[0]}")
             continue
-        name, rate, base, peak = row[:4]
-        ratio = f"{rate / minimal[base]:.2f}" if base in minimal else "-"
-        to_env = f"{rate / raw_env[base]:.2f}" if base in raw_env else "-"
-        print(f"{name:<72}{rate:>12.0f}{ratio:>12}{to_env:>12}{peak / 2**30:>9.2f} G  {row[4] if len(row) > 4 else ''}")
-    if args.profile:  # after the table, so that a failure here loses none of it
-        ray.init(address="local", num_cpus=max(2, max(runners) + 1), include_dashboard=False, log_to_driver=False)
-        profile_atari(args.device, max(runners))
-        ray.shutdown()
+        print(f"{row['name']:<64}{row['rate']:>12.0f}{_median_range(row['ratio']):>20}"
+              f"{_median_range(row['to_env']):>20}{row['peak'] / 2**30:>9.2f} G  {row['notes']}")
 
 
 if __name__ == "__main__":
