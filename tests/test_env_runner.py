@@ -188,14 +188,15 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
         healthy_worker_ids=lambda: [1, 2],
         foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: submitted.append(funcs) or len(funcs),
         # the runners acted with the version the request carried (3): what _sample_with_weights returns
-        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"seg": i}], {}, 3, (i, 10 + i, "n"))) for i in (1, 2)],
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"actions": [i] * 5}], {}, 3, (i, 10 + i, "n")))
+                                                              for i in (1, 2)],
     )
     algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger())
     sampler = Sampler(algorithm, on_policy=on_policy)
     sampler.weights_version, sampler.weights_state = 3, {"rl_module": {}}
     sampler._weights_ref = "ref"
     assert sampler.submit(10, global_env_steps=0) and sampler.in_flight.weights_version == 3
-    assert sampler.collect() == [{"seg": 1}, {"seg": 2}]  # acted with the current weights: no lag
+    assert sampler.collect() == [{"actions": [1] * 5}, {"actions": [2] * 5}]  # acted with the current weights: no lag
     sampler.submit(10, global_env_steps=10)
     sampler.weights_version = 4  # the learner's weights moved on while the batch was sampled
     if on_policy:
@@ -205,6 +206,63 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
         sampler.collect()
         assert algorithm.metrics.peek((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG)) == 1
     assert sampler.in_flight is None
+
+
+@pytest.mark.parametrize("prefetched", [True, False])
+def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_is_never_short(prefetched):
+    """RLlib's group drops the answer of a runner lost while it samples (restart_failed_env_runners) without
+    an error: the batch would be silently short. The Sampler samples the missing steps again, now, from the
+    runners that still answer, at the epsilon schedule's right t, and counts them (resampled_env_steps)."""
+    from types import SimpleNamespace
+
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from kappa_rllib.algorithms.sampling import Sampler
+
+    class Runner:  # what _sample_with_weights calls on an EnvRunner
+        def __init__(self, index):
+            self.worker_index, self.weights_version, self.asked = index, 0, []
+
+        def act_with(self, version, ref):
+            self.weights_version = version
+
+        def sample(self, num_timesteps, explore, global_env_steps):
+            self.asked.append((num_timesteps, global_env_steps))
+            return [{"actions": [self.worker_index] * num_timesteps}]
+
+        def get_metrics(self):
+            return {}
+
+    runners = {1: Runner(1), 2: Runner(2), 3: Runner(3)}
+    healthy, pending = [1, 2, 3], []
+
+    def run(funcs, ids):
+        return [f(runners[i]) for f, i in zip(funcs, ids)]
+
+    def lose_runner_3(funcs, ids):  # runner 3 dies while it samples: its answer never comes
+        healthy.remove(3)
+        return [r for r, i in zip(run(funcs, ids), ids) if i != 3]
+
+    group = SimpleNamespace(
+        num_remote_workers=lambda: len(healthy), healthy_worker_ids=lambda: list(healthy),
+        foreach_env_runner=lambda funcs, remote_worker_ids, local_env_runner: (
+            run(funcs, remote_worker_ids) if 3 not in remote_worker_ids else lose_runner_3(funcs, remote_worker_ids)),
+        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: pending.append(
+            lose_runner_3(funcs, remote_worker_ids)) or len(funcs),
+        fetch_ready_async_reqs=lambda tags, timeout_seconds: [(None, r) for r in pending.pop()],
+    )
+    sampler = Sampler(SimpleNamespace(env_runner_group=group, metrics=MetricsLogger()), on_policy=True)
+    sampler.weights_version, sampler._weights_ref = 1, "ref"
+    if prefetched:
+        assert sampler.submit(100, global_env_steps=1000)
+        segments = sampler.collect()
+    else:
+        segments = sampler.sample(100, global_env_steps=1000)
+    assert sum(len(s["actions"]) for s in segments) == 100  # before the fix: 67 (runner 3's 33 lost)
+    # runners 1 and 2 sampled their shares (34 at t=1000, 33 at t=1034), then runner 3's lost 33
+    # (t=1067), split between them: 17 at t=1067 and 16 at t=1084
+    assert runners[1].asked == [(34, 1000), (17, 1067)] and runners[2].asked == [(33, 1034), (16, 1084)]
+    assert sampler.runtime.resampled_env_steps == 33 and sampler.in_flight is None
 
 
 def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples():
@@ -218,8 +276,9 @@ def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples()
 
     from kappa_rllib.algorithms.sampling import Sampler
 
-    asked, answers = [], [[(1, ([], {}, 1, (1, 11, "n1"))), (2, ([], {}, 1, (2, 12, "n2")))],
-                          [(1, ([], {}, 1, (1, 11, "n1"))), (2, ([], {}, 1, (2, 99, "n3")))]]
+    five = [{"actions": [0] * 5}]
+    asked, answers = [], [[(1, (five, {}, 1, (1, 11, "n1"))), (2, (five, {}, 1, (2, 12, "n2")))],
+                          [(1, (five, {}, 1, (1, 11, "n1"))), (2, (five, {}, 1, (2, 99, "n3")))]]
     group = SimpleNamespace(
         num_remote_env_runners=lambda: 2, healthy_worker_ids=lambda: [1, 2],
         foreach_env_runner=lambda f, local_env_runner: asked.append(1) or [(1, 11, "n1")],

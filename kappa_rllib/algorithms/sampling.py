@@ -13,6 +13,9 @@ reference of the acting weights; the EnvRunner loads them if it does not act wit
   its lag (versions) is reported as `env_runners/acting_weights_lag` (the largest in the iteration).
 * **one batch in flight**: `submit` records it (`InFlight`: env steps and the version it acts with),
   `collect` or `drop` ends it; a restore (`restore`) drops it, then syncs the restored weights.
+* **exactly the steps asked for**: a runner lost while it samples (a killed process, a lost node) is
+  dropped by RLlib's group without an error, so its share would be missing; `sample` and `collect` sample
+  what is missing again, now, from the runners that answer (`RuntimeCounters.resampled_env_steps`).
 
 kappa-PPO and kappa-APPO sample through RLlib's own loop: their Sampler only reports where they run.
 """
@@ -35,6 +38,7 @@ class InFlight:
 
     num_steps: int
     weights_version: int
+    global_env_steps: int  # env steps sampled before it (the epsilon schedule's t of its first step)
 
 
 @dataclass
@@ -45,6 +49,7 @@ class RuntimeCounters:
     env_runner_restarts: int = 0  # process changes seen
     healthy_env_runners: int = 0  # remote EnvRunners that answered the last request
     env_runner_node_ids: str = ""  # their Ray nodes
+    resampled_env_steps: int = 0  # env steps sampled again because a runner was lost mid-request
 
 
 class OffPolicyBatch(RuntimeError):
@@ -88,6 +93,9 @@ class Sampler:
         far, all runners) sets the epsilon schedule's t. EnvRunner metrics go into `env_runners/...`."""
         if self.in_flight is not None:
             raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is in flight: collect or drop it first")
+        return self._exactly(self._sample_now(num_steps, global_env_steps), num_steps, global_env_steps)
+
+    def _sample_now(self, num_steps: int, global_env_steps: int) -> list[dict]:
         group = self.algorithm.env_runner_group
         if group.num_remote_workers() == 0:
             results = [_sample_one(group.local_env_runner, num_steps, global_env_steps) + (self.weights_version, None)]
@@ -95,6 +103,24 @@ class Sampler:
             ids, funcs = self._remote_shares(num_steps, global_env_steps)
             results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
         return self._segments(results)
+
+    def _exactly(self, segments: list[dict], num_steps: int, start: int) -> list[dict]:
+        """`segments`, topped up to `num_steps` env steps. RLlib's group drops the answer of a runner lost
+        mid-request (a killed process, a lost node: `restart_failed_env_runners`) without an error, so its
+        share is sampled again, now, from the runners that answer; more steps than asked is a bug."""
+        got, empty = _env_steps(segments), 0
+        while got < num_steps:
+            more = self._sample_now(num_steps - got, start + got)
+            n = _env_steps(more)
+            empty = 0 if n else empty + 1
+            if empty == 3:
+                raise RuntimeError(f"no EnvRunner returned env steps: {got} of the {num_steps} asked for, "
+                                   "3 requests in a row came back empty")
+            self.runtime.resampled_env_steps += n
+            segments, got = segments + more, got + n
+        if got > num_steps:
+            raise RuntimeError(f"the EnvRunners returned {got} env steps for a request of {num_steps}")
+        return segments
 
     def submit(self, num_steps: int, global_env_steps: int) -> bool:
         """Starts sampling `num_steps` env steps on the remote EnvRunners with the current acting
@@ -107,19 +133,20 @@ class Sampler:
             raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is already in flight")
         ids, funcs = self._remote_shares(num_steps, global_env_steps)
         sent = self.algorithm.env_runner_group.foreach_env_runner_async(funcs, tag=self.TAG, remote_worker_ids=ids)
-        self.in_flight = InFlight(num_steps, self.weights_version)
+        self.in_flight = InFlight(num_steps, self.weights_version, global_env_steps)
         if sent != len(ids):
             self.drop()
             return False
         return True
 
     def collect(self) -> list[dict]:
-        """The segments of the batch in flight (waits for every runner)."""
+        """The segments of the batch in flight (waits for every runner; a share lost with its runner is
+        sampled again now, with the current weights)."""
         if self.in_flight is None:
             raise RuntimeError("no batch in flight to collect")
         ready = self.algorithm.env_runner_group.fetch_ready_async_reqs(tags=self.TAG, timeout_seconds=None)
-        self.in_flight = None
-        return self._segments([r for _, r in ready])
+        batch, self.in_flight = self.in_flight, None
+        return self._exactly(self._segments([r for _, r in ready]), batch.num_steps, batch.global_env_steps)
 
     def drop(self) -> None:
         """Waits for the batch in flight, if any, and discards it, metrics included."""
@@ -197,6 +224,7 @@ class Sampler:
         result["env_runner_restarts"] = runtime.env_runner_restarts
         result["healthy_env_runners"] = runtime.healthy_env_runners
         result["env_runner_node_ids"] = runtime.env_runner_node_ids
+        result["resampled_env_steps"] = runtime.resampled_env_steps
 
 
 class SamplerMixin:
@@ -226,6 +254,10 @@ class SamplerMixin:
         super().set_state(state)
         if self.samples_raw:
             self.sampler.sync()
+
+
+def _env_steps(segments: list[dict]) -> int:
+    return sum(len(seg["actions"]) for seg in segments)
 
 
 def _acting_state(algorithm) -> dict:
