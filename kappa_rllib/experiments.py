@@ -146,7 +146,7 @@ def reregister_envs(grids) -> None:
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, max_failures: int = faults.DEFAULT_MAX_FAILURES, verbose: int = 1,
         compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
-        progress_interval_s: float = 60.0) -> dict:
+        wandb_entity: str | None = None, progress_interval_s: float = 60.0) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.storage), all at once: one Tuner per grid, each fitted in its own thread, so their
     trials share the cluster (kappa_rllib.together; docs/experiments.md). With `resume`, a grid with
@@ -158,8 +158,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     `max_failures` times (-1: unlimited), one whose own code raised, once (kappa_rllib.faults).
     `compact`: Tune prints nothing and kappa_rllib.progress prints one view of the file instead (a
     line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
-    (kappa_rllib.tracking), in the project `track_project`. Ctrl-C (SIGINT) stops every grid, each
-    saving its state for `--resume`."""
+    (kappa_rllib.tracking), in the project `track_project` (and the W&B entity `wandb_entity`).
+    Ctrl-C (SIGINT) stops every grid, each saving its state for `--resume`."""
     import threading
 
     from kappa_rllib import storage as stores
@@ -193,7 +193,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             from kappa_rllib import tracking
 
             callbacks += tracking.tune_callbacks(list(track), project_name=tracking.project(track_project),
-                                                 group=grid.name, results_folder=os.getcwd() if stores.is_uri(path) else path)
+                                                 group=grid.name, results_folder=os.getcwd() if stores.is_uri(path) else path,
+                                                 entity_name=tracking.entity(wandb_entity))
         jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                        checkpoint_every=checkpoint_every, max_failures=max_failures,
                                        verbose=0 if compact else verbose, callbacks=callbacks), started))

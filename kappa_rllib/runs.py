@@ -201,11 +201,12 @@ def _progress_line(algo: str, row: dict, total_steps: int, result: dict | None =
 
 def train(algo: str, config, run_dir, total_steps: int | None = None, log=print, *, algorithm=None,
           checkpoint_every: int = 10, keep_checkpoints: int = 2, stop: dict | None = None,
-          track: list[str] = (), track_project: str | None = None) -> dict:
+          track: list[str] = (), track_project: str | None = None, wandb_entity: str | None = None) -> dict:
     """Trains to the end of the kappa schedule (T env steps), a `stop` rule, or SIGINT/SIGTERM, and
     returns a summary. Checkpoints go to run_dir/checkpoints/ every `checkpoint_every` iterations, at
     the end and on a stop signal. `algorithm`: a restored one to continue (see `resume`). `track`:
-    also log each result to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`."""
+    also log each result to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`
+    (and the W&B entity `wandb_entity`)."""
     from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
     from kappa_rllib import checkpoints
@@ -223,7 +224,8 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
         from kappa_rllib import tracking
 
         tracker = tracking.RunTracker(list(track), project_name=tracking.project(track_project), run_name=run_dir.name,
-                                      config=config.to_dict(), results_folder=run_dir.parent)
+                                      config={"algo": algo, **config.to_dict()}, results_folder=run_dir.parent,
+                                      entity_name=tracking.entity(wandb_entity))
     failed = True
     try:
         with StopOnSignal() as signals, open(run_dir / "progress.csv", mode, newline="") as f_csv, \

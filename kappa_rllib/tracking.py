@@ -1,23 +1,34 @@
-"""`--track wandb` / `--track mlflow`: runs logged to Weights & Biases or MLflow (docs/experiments.md, "Tracking").
+"""`--track` (W&B), `--track mlflow`, `--track wandb,mlflow`: runs logged to Weights & Biases or MLflow
+(docs/experiments.md, "Tracking").
 
-`tune` hands the logging to Ray Tune's own callbacks (`WandbLoggerCallback`, `MLflowLoggerCallback`):
-one logged run per trial, its config the trial's (the grid's axes kappa, C_FA, seed among it), its
-metrics every result, flattened (`kappa/iteration`, `kappa/phase_index`, `env_runners/episode_return_mean`,
-...). `train` logs its one run through the libraries' own loggers (`wandb.init` / `wandb.log`,
-`mlflow.start_run` / `mlflow.log_metrics`), with the same names.
+`train` logs its one run through the libraries' own loggers (`wandb.init` / `wandb.log`,
+`mlflow.start_run` / `mlflow.log_metrics`); `tune` through Ray Tune's `WandbLoggerCallback` and
+`MLflowLoggerCallback`, subclassed here so that both log the same way: one logged run per trial.
+
+- The config once, as the run's config (W&B) or params (MLflow), never as metrics.
+- Every result's metrics, flattened with `/` (`env_runners/episode_return_mean`, `kappa/iteration`,
+  `kappa/phase`, `kappa/phase_index`, `timers/...`), without the `config` RLlib copies into each
+  result and without Ray's host bookkeeping (`hostname`, `pid`, `date`, ...); the return, the kappa
+  phase and the timers first.
+- Against env steps (`env_runners/num_env_steps_sampled_lifetime`): W&B's step metric
+  (`define_metric`), MLflow's `step`.
 
 Where the runs go is each library's own setting: W&B's project (`--track-project`, else WANDB_PROJECT,
-else "kappa-rllib") and `WANDB_MODE=offline` to log without an account (synced later with `wandb sync`);
-MLflow's `MLFLOW_TRACKING_URI`, else a SQLite store in the results folder (`<results>/mlflow.db`; `mlflow ui
---backend-store-uri sqlite:///<results>/mlflow.db`; MLflow 3 keeps its file store in maintenance mode
-only), the experiment named like the W&B project.
+else "kappa-rllib"), entity (`--wandb-entity`, else WANDB_ENTITY, else the account's default) and
+`WANDB_MODE=offline` to log without an account (synced later with `wandb sync`); MLflow's
+`MLFLOW_TRACKING_URI`, else a SQLite store in the results folder (`<results>/mlflow.db`; `mlflow ui
+--backend-store-uri sqlite:///<results>/mlflow.db`), the experiment named like the W&B project. MLflow 3
+refuses its file store (`file:` or a bare path) unless `MLFLOW_ALLOW_FILE_STORE=true`: `check_store` says
+so in one line before Ray starts.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 from kappa_rllib.phases import DONE, EVALUATION, IMPROVEMENT
 
@@ -26,6 +37,15 @@ EXTRA = "kappa-rllib[track]"
 DEFAULT_PROJECT = "kappa-rllib"
 # kappa/phase as a number too (kappa/phase_index): MLflow keeps numeric metrics only
 PHASE_INDEX = {IMPROVEMENT: 0, EVALUATION: 1, DONE: 2}
+# result keys that are no metrics: the config (logged once, as the run's config / params), Tune's and
+# Ray's bookkeeping of where and when the result was made
+NOT_METRICS = ("config", "done", "should_checkpoint", "trial_id", "experiment_id", "experiment_tag", "date",
+               "timestamp", "hostname", "node_ip", "node_id", "pid", "env_runner_node_ids")
+# first in each logged result, then timers/*, then the rest (W&B's end-of-run console summary sorts its
+# keys alphabetically whatever the order: wandb/sdk/wandb_run.py, Run._footer_summary)
+HEADLINE = ("env_runners/episode_return_mean", "evaluation/env_runners/episode_return_mean", "kappa/phase",
+            "kappa/phase_index", "kappa/iteration", "kappa/num_iterations")
+MAX_PARAM_LENGTH = 500  # MLflow's limit is 6000 characters; longer values are object reprs
 
 
 def parse(value: str) -> list[str]:
@@ -33,7 +53,8 @@ def parse(value: str) -> list[str]:
     names = [n.strip().lower() for n in value.split(",") if n.strip()]
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
-        raise ValueError(f"--track {value!r}: choose from {', '.join(BACKENDS)} (comma-separated for both)")
+        raise ValueError(f"--track {value!r}: choose from {', '.join(BACKENDS)} (comma-separated for both; a bare "
+                         "--track is wandb, and takes the next word as its value unless an option follows)")
     return list(dict.fromkeys(names))
 
 
@@ -46,8 +67,41 @@ def check_installed(backends: list[str]) -> None:
             raise ValueError(f"--track {name}: the {name} package is not installed; pip install '{EXTRA}'")
 
 
+def check_store(backends: list[str]) -> None:
+    """ValueError (one line) where the MLflow store set in MLFLOW_TRACKING_URI cannot work: a file store
+    without MLflow 3's opt-in (MLFLOW_ALLOW_FILE_STORE=true), a SQLite database in a missing folder.
+    Imports nothing and writes nothing (the CLI calls it before Ray starts)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") if "mlflow" in backends else None
+    if not uri:
+        return  # the SQLite default, in the results folder (checked as the output folder)
+    scheme = urlparse(uri).scheme.lower()
+    if len(scheme) == 1 and scheme.isalpha():  # a Windows drive letter: a path (mlflow.utils.uri.get_uri_scheme)
+        scheme = ""
+    if scheme in ("", "file"):
+        # mlflow/store/tracking/file_store.py: FileStore() raises unless MLFLOW_ALLOW_FILE_STORE is true;
+        # MLflow reads the variable as true/1 or false/0 (any case) and rejects anything else
+        allow = os.environ.get("MLFLOW_ALLOW_FILE_STORE", "")
+        if allow.lower() in ("true", "1"):
+            return
+        if allow and allow.lower() not in ("false", "0"):
+            raise ValueError(f"--track mlflow: MLFLOW_ALLOW_FILE_STORE={allow!r}: MLflow reads true, false, 1 or 0")
+        raise ValueError(f"--track mlflow: MLFLOW_TRACKING_URI {uri!r} is MLflow's file store, which MLflow 3 "
+                         "refuses unless MLFLOW_ALLOW_FILE_STORE=true; set that, give a database "
+                         "(sqlite:///PATH/mlflow.db), or unset MLFLOW_TRACKING_URI for <results>/mlflow.db")
+    if scheme == "sqlite":
+        path = uri.split(":///", 1)[1] if ":///" in uri else ""
+        if path and path != ":memory:" and not Path(path).expanduser().resolve().parent.is_dir():
+            raise ValueError(f"--track mlflow: MLFLOW_TRACKING_URI {uri!r}: the folder "
+                             f"{str(Path(path).parent)!r} does not exist")
+
+
 def project(given: str | None) -> str:
     return given or os.environ.get("WANDB_PROJECT") or DEFAULT_PROJECT
+
+
+def entity(given: str | None) -> str | None:
+    """The W&B entity (team or user): `--wandb-entity`, else WANDB_ENTITY, else None (the account's default)."""
+    return given or os.environ.get("WANDB_ENTITY") or None
 
 
 def mlflow_uri(results_folder) -> str:
@@ -55,6 +109,24 @@ def mlflow_uri(results_folder) -> str:
     if os.environ.get("MLFLOW_TRACKING_URI"):
         return os.environ["MLFLOW_TRACKING_URI"]
     return f"sqlite:///{_results_dir(results_folder) / 'mlflow.db'}"
+
+
+def step_key() -> str:
+    """The x-axis of every logged metric: RLlib's env steps sampled so far (`env_runners/num_env_steps_sampled_lifetime`)."""
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    return f"{ENV_RUNNER_RESULTS}/{NUM_ENV_STEPS_SAMPLED_LIFETIME}"
+
+
+def env_steps(result: dict) -> int:
+    """The env steps sampled so far, from an RLlib result."""
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    runners = result.get(ENV_RUNNER_RESULTS)
+    value = runners.get(NUM_ENV_STEPS_SAMPLED_LIFETIME) if isinstance(runners, dict) else None
+    if value is None:
+        value = result.get(step_key(), result.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+    return int(value or 0)
 
 
 def with_phase_index(result: dict) -> dict:
@@ -65,23 +137,86 @@ def with_phase_index(result: dict) -> dict:
     return result
 
 
-def tune_callbacks(backends: list[str], *, project_name: str, group: str, results_folder) -> list:
-    """Tune's logger callbacks for `backends`, results adding `kappa/phase_index`."""
+def metrics(result: dict, *, numbers_only: bool = False) -> dict:
+    """A result's metrics, flattened with `/`: no config, no bookkeeping, numbers (and strings, such as
+    `kappa/phase`, unless `numbers_only`: MLflow keeps numbers only); the env steps, the return, the
+    kappa phase and the timers first."""
+    from ray.tune.utils import flatten_dict
+
+    kept = {k: v for k, v in result.items() if k not in NOT_METRICS}
+    flat = flatten_dict(with_phase_index(kept), delimiter="/")
+    flat = {k: v for k, v in flat.items() if _numeric(v) or (isinstance(v, str) and not numbers_only)}
+    first = [step_key(), *HEADLINE, *sorted(k for k in flat if k.startswith("timers/"))]
+    ordered = {k: flat[k] for k in first if k in flat}
+    ordered.update((k, v) for k, v in flat.items() if k not in ordered)
+    return ordered
+
+
+def params(config: dict) -> dict:
+    """An algorithm config flattened with `/`, the values that are settings (numbers, strings, booleans,
+    None, lists of those); objects (classes, functions, specs) left out."""
+    from ray.tune.utils import flatten_dict
+
+    return {k: v for k, v in flatten_dict(config, delimiter="/").items() if _setting(v)}
+
+
+def mlflow_params(config: dict) -> dict:
+    return {k: str(v)[:MAX_PARAM_LENGTH] for k, v in params(config).items()}
+
+
+def tune_callbacks(backends: list[str], *, project_name: str, group: str, results_folder,
+                   entity_name: str | None = None) -> list:
+    """Tune's logger callbacks for `backends`, logging as `train` does (see the module's docstring)."""
     callbacks = []
     if "wandb" in backends:
-        from ray.air.integrations.wandb import WandbLoggerCallback
+        from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
+
+        class KappaWandbActor(_WandbLoggingActor):
+            """Ray's W&B logging actor (one per trial): metrics as `metrics()`, against env steps; the
+            trial's config was given to `wandb.init` once, the results' copies of it are dropped."""
+
+            def _handle_result(self, result):
+                if not getattr(self, "_step_defined", False):  # once, in the actor, after wandb.init
+                    self._wandb.define_metric(step_key())
+                    self._wandb.define_metric("*", step_metric=step_key())
+                    self._step_defined = True
+                config_update = {k: result[k] for k in self._to_config if k in result}
+                return metrics(result), config_update
 
         class KappaWandb(WandbLoggerCallback):
-            def log_trial_result(self, iteration, trial, result):
-                super().log_trial_result(iteration, trial, with_phase_index(result))
+            _logger_actor_cls = KappaWandbActor
 
-        callbacks.append(KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder))))
+        kwargs = {"entity": entity_name} if entity_name else {}
+        callbacks.append(KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder)),
+                                    **kwargs))
     if "mlflow" in backends:
         from ray.air.integrations.mlflow import MLflowLoggerCallback
 
         class KappaMLflow(MLflowLoggerCallback):
+            """Ray's MLflow callback: the trial's config as params once, metrics as `metrics()` in one
+            batch per result, their step the env steps."""
+
+            def log_trial_start(self, trial):
+                if trial in self._trial_runs:  # a restarted trial goes on in its run
+                    return
+                run = self.mlflow_util.start_run(tags={**self.tags, "trial_name": str(trial)}, run_name=str(trial))
+                self._trial_runs[trial] = run.info.run_id
+                from mlflow.entities import Param
+
+                self._client().log_batch(run.info.run_id, params=[
+                    Param(k, v) for k, v in mlflow_params(trial.config).items()])
+
             def log_trial_result(self, iteration, trial, result):
-                super().log_trial_result(iteration, trial, with_phase_index(result))
+                import time
+
+                from mlflow.entities import Metric
+
+                stamp, step = int(time.time() * 1000), env_steps(result)
+                self._client().log_batch(self._trial_runs[trial], metrics=[
+                    Metric(k, float(v), stamp, step) for k, v in metrics(result, numbers_only=True).items()])
+
+            def _client(self):
+                return self.mlflow_util._get_client()
 
         callbacks.append(KappaMLflow(tracking_uri=mlflow_uri(results_folder), experiment_name=project_name,
                                      tags={"grid": group}, save_artifact=False))
@@ -100,17 +235,17 @@ class RunTracker:
     """`train`'s one run, logged with the libraries' own loggers: `log(result)` after each iteration,
     `close()` at the end (also on an error: the run is marked failed)."""
 
-    def __init__(self, backends: list[str], *, project_name: str, run_name: str, config: dict, results_folder):
-        from ray.tune.utils import flatten_dict
-
-        self._flatten = flatten_dict
+    def __init__(self, backends: list[str], *, project_name: str, run_name: str, config: dict, results_folder,
+                 entity_name: str | None = None):
         self.wandb_run = self.mlflow = None
-        params = {k: v for k, v in flatten_dict(config, delimiter="/").items() if _loggable(v)}
         if "wandb" in backends:
             import wandb
 
-            self.wandb_run = wandb.init(project=project_name, name=run_name, config=params,
-                                        dir=str(_results_dir(results_folder)), reinit="create_new")
+            self.wandb_run = wandb.init(project=project_name, entity=entity_name, name=run_name,
+                                        config=params(config), dir=str(_results_dir(results_folder)),
+                                        reinit="create_new")
+            self.wandb_run.define_metric(step_key())
+            self.wandb_run.define_metric("*", step_metric=step_key())
         if "mlflow" in backends:
             import mlflow
 
@@ -118,15 +253,14 @@ class RunTracker:
             mlflow.set_tracking_uri(mlflow_uri(results_folder))
             mlflow.set_experiment(project_name)
             mlflow.start_run(run_name=run_name)
-            mlflow.log_params({k: str(v)[:500] for k, v in params.items()})
+            mlflow.log_params(mlflow_params(config))
 
     def log(self, result: dict) -> None:
-        flat = self._flatten(with_phase_index(result), delimiter="/")
-        step = int(flat.get("training_iteration", 0))
         if self.wandb_run is not None:
-            self.wandb_run.log({k: v for k, v in flat.items() if _loggable(v)}, step=step)
+            self.wandb_run.log(metrics(result))
         if self.mlflow is not None:
-            self.mlflow.log_metrics({k: float(v) for k, v in flat.items() if _numeric(v)}, step=step)
+            self.mlflow.log_metrics({k: float(v) for k, v in metrics(result, numbers_only=True).items()},
+                                    step=env_steps(result))
 
     def close(self, failed: bool = False) -> None:
         if self.wandb_run is not None:
@@ -136,8 +270,11 @@ class RunTracker:
 
 
 def _numeric(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite number (numpy's too), not a boolean."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _loggable(v) -> bool:
-    return isinstance(v, (str, bool)) or _numeric(v) or v is None
+def _setting(v) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_setting(x) for x in v)
+    return isinstance(v, (str, bool, numbers.Real)) or v is None

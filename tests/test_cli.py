@@ -171,6 +171,37 @@ def test_evaluate_a_kappa_run(tmp_path, train_args):
     assert f"{sum(returns) / 3:.1f}" in mean_line
 
 
+@pytest.mark.parametrize("algo, kappa, run_json, label", [
+    ("dqn", 1.0, True, "dqn, kappa = 1"),  # a `train --algo dqn` run: KappaPIDQN at kappa = 1
+    ("dqn", 1.0, False, "dqn, kappa = 1"),  # a Tune trial's checkpoint (no run.json): read off the config
+    ("kappa-pi-dqn", 0.84, True, "kappa-pi-dqn, kappa 0.84"),
+    ("kappa-pi-dqn", 0.84, False, "kappa-pi-dqn, kappa 0.84"),
+])
+def test_evaluate_names_the_algorithm_the_run_used(tmp_path, monkeypatch, capsys, algo, kappa, run_json, label):
+    """`evaluate` says what the run trained, as `train --algo` names it (its run.json, else its class and
+    kappa), not the class alone: `--algo dqn` restores a KappaPIDQN. The restored algorithm is a stand-in
+    (a greedy policy that pushes left), so no Ray starts."""
+    import types
+
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    from kappa_rllib import KappaPIDQNConfig, checkpoints, runs
+    from kappa_rllib.cli import evaluate, main
+
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=kappa, total_env_steps=2000)
+    run_dir = runs.create(tmp_path, algo, config) if run_json else tmp_path / "trial"
+    checkpoint = run_dir / "checkpoints" / "checkpoint_000001"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / checkpoints.MANIFEST).write_text(json.dumps({"package": "kappa-rllib", "format": 1, "files": {}}))
+    runner = types.SimpleNamespace(_act=lambda obs, explore, t: (None, [0]))
+    restored = type("KappaPIDQN", (), {"config": config, "env_runner": runner, "stop": lambda self: None})()
+    monkeypatch.setattr(Algorithm, "from_checkpoint", staticmethod(lambda path: restored))
+    monkeypatch.setattr(evaluate, "start_ray", lambda *args, **kwargs: None)
+    assert main(["evaluate", str(run_dir), "--episodes", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"[evaluate] {checkpoint} ({label}, on CartPole-v1), 1 greedy episodes"
+
+
 def test_evaluate_names_a_missing_checkpoint_once(tmp_path):
     missing = tmp_path / "nothing"
     proc = subprocess.run(CLI + ["evaluate", str(missing)], capture_output=True, text=True, timeout=60)

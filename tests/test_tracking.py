@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "kappa_rllib.cli"]
 OFFLINE = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "MLFLOW_TRACKING_URI": ""}
+STEP = "env_runners/num_env_steps_sampled_lifetime"  # RLlib's ENV_RUNNER_RESULTS / NUM_ENV_STEPS_SAMPLED_LIFETIME
 
 
 def wandb_records(path: Path):
@@ -41,10 +42,11 @@ def wandb_records(path: Path):
             yield record
 
 
-def wandb_run(folder: Path) -> tuple[dict, list[dict]]:
-    """(config, history rows) of the offline W&B run in `folder` (an offline-run-* folder)."""
+def wandb_run(folder: Path, with_axes: bool = False):
+    """(config, history rows) of the offline W&B run in `folder` (an offline-run-* folder); `with_axes`:
+    also {metric name or glob: its step metric} (`define_metric`)."""
     (run_file,) = folder.glob("run-*.wandb")
-    config, history = {}, []
+    config, history, axes = {}, [], {}
     for record in wandb_records(run_file):
         kind = record.WhichOneof("record_type")
         if kind == "run":
@@ -53,7 +55,9 @@ def wandb_run(folder: Path) -> tuple[dict, list[dict]]:
             config.update({i.key: json.loads(i.value_json) for i in record.config.update})
         elif kind == "history":
             history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item})
-    return config, history
+        elif kind == "metric":
+            axes[record.metric.name or record.metric.glob_name] = record.metric.step_metric or None
+    return (config, history, axes) if with_axes else (config, history)
 
 
 def mlflow_runs(db: Path, experiment: str):
@@ -84,7 +88,108 @@ def test_track_settings_are_checked_in_one_line(tmp_path, monkeypatch):
     out = subprocess.run([*CLI, "train", "--algo", "dqn", "--env", "CartPole-v1", "--track", "neptune",
                           "--output", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        "kappa-rllib: error: --track 'neptune': choose from wandb, mlflow (comma-separated for both)"]
+        "kappa-rllib: error: --track 'neptune': choose from wandb, mlflow (comma-separated for both; a bare "
+        "--track is wandb, and takes the next word as its value unless an option follows)"]
+
+
+@pytest.mark.parametrize("verb", [["train", "--algo", "dqn"], ["tune", "tune_configs/small/cartpole_dqn.py"]])
+def test_a_bare_track_is_wandb(verb, monkeypatch):
+    """CleanRL's `--track`: W&B; `--track mlflow`, `--track wandb,mlflow`, `--track-project` and
+    `--wandb-entity` (else WANDB_ENTITY) on `train` and `tune` alike."""
+    from kappa_rllib.cli import build_parser
+    from kappa_rllib.cli.common import check_track
+
+    monkeypatch.delenv("WANDB_ENTITY", raising=False)
+    parser = build_parser()
+    assert parser.parse_args([*verb, "--track"]).track == "wandb"
+    args = parser.parse_args([verb[0], "--track", "--track-project", "p", "--wandb-entity", "team", *verb[1:]])
+    check_track(args)
+    assert (args.track, args.track_project, args.wandb_entity) == (["wandb"], "p", "team")
+    args = parser.parse_args([*verb, "--track", "wandb,mlflow"])
+    check_track(args)
+    assert (args.track, args.track_project, args.wandb_entity) == (["wandb", "mlflow"], None, None)
+    assert parser.parse_args(verb).track is None
+
+
+def test_wandb_entity_defaults_to_wandb_entity(monkeypatch):
+    from kappa_rllib import tracking
+
+    monkeypatch.setenv("WANDB_ENTITY", "lab")
+    assert tracking.entity(None) == "lab" and tracking.entity("me") == "me"
+
+
+def test_metrics_leave_the_config_out_and_put_the_return_first():
+    """The config RLlib copies into every result is no metric (it is the run's config / params, once);
+    the env steps, the return, the kappa phase and the timers come first."""
+    from kappa_rllib import tracking
+
+    result = {"config": {"_disable_preprocessor_api": False, "lr": 0.1, "model": {"fcnet_hiddens": [64]}},
+              "learners": {"default_policy": {"qf_loss": 0.5}}, "hostname": "vm", "pid": 7, "done": False,
+              "timers": {"training_step": 0.2}, "training_iteration": 3,
+              "kappa": {"iteration": 2, "num_iterations": 9, "phase": "evaluation"},
+              "env_runners": {"episode_return_mean": 21.5, "num_env_steps_sampled_lifetime": 7500, "returns": [1, 2]}}
+    logged = tracking.metrics(result)
+    assert list(logged)[:6] == ["env_runners/num_env_steps_sampled_lifetime", "env_runners/episode_return_mean",
+                                "kappa/phase", "kappa/phase_index", "kappa/iteration", "kappa/num_iterations"]
+    assert list(logged)[6] == "timers/training_step"
+    assert not [k for k in logged if k.startswith("config")]
+    assert set(logged) == {"env_runners/num_env_steps_sampled_lifetime", "env_runners/episode_return_mean",
+                           "kappa/phase", "kappa/phase_index", "kappa/iteration", "kappa/num_iterations",
+                           "timers/training_step", "learners/default_policy/qf_loss", "training_iteration"}
+    assert "kappa/phase" not in tracking.metrics(result, numbers_only=True)
+    assert tracking.env_steps(result) == 7500
+    assert tracking.step_key() == "env_runners/num_env_steps_sampled_lifetime"
+    assert tracking.params(result["config"]) == {"_disable_preprocessor_api": False, "lr": 0.1,
+                                                 "model/fcnet_hiddens": [64]}
+
+
+FILE_STORE_LINE = ("kappa-rllib: error: --track mlflow: MLFLOW_TRACKING_URI '{uri}' is MLflow's file store, which "
+                   "MLflow 3 refuses unless MLFLOW_ALLOW_FILE_STORE=true; set that, give a database "
+                   "(sqlite:///PATH/mlflow.db), or unset MLFLOW_TRACKING_URI for <results>/mlflow.db")
+
+
+@pytest.mark.parametrize("verb", [["train", "--algo", "dqn", "--env", "CartPole-v1", "--output"],
+                                  ["tune", "tune_configs/small/cartpole_dqn.py", "--storage"]])
+def test_an_mlflow_file_store_without_the_opt_in_stops_before_ray(verb, tmp_path, monkeypatch, capsys):
+    """MLflow 3's FileStore raises unless MLFLOW_ALLOW_FILE_STORE=true (mlflow/store/tracking/file_store.py):
+    one line and exit 2 before Ray starts, the results folder and the store not made."""
+    import ray
+
+    from kappa_rllib.cli import main, train, tune
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray started")
+
+    monkeypatch.setattr(train, "start_ray", no_ray)
+    monkeypatch.setattr(tune, "start_ray", no_ray)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    store, results = tmp_path / "mlruns", tmp_path / "results"
+    for uri in (f"file://{store}", str(store)):  # a file: URI, a bare path
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert main([*verb, str(results), "--track", "mlflow"]) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.splitlines() == [FILE_STORE_LINE.format(uri=uri)]
+    assert list(tmp_path.iterdir()) == [] and not ray.is_initialized()
+
+
+def test_the_mlflow_store_check(tmp_path, monkeypatch):
+    from kappa_rllib import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path}/mlruns")
+    for allow in ("true", "TRUE", "1"):  # MLflow's opt-in, read as MLflow reads it
+        monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", allow)
+        tracking.check_store(["mlflow"])
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "yes")
+    with pytest.raises(ValueError, match=r"^--track mlflow: MLFLOW_ALLOW_FILE_STORE='yes': MLflow reads true, "):
+        tracking.check_store(["mlflow"])
+    tracking.check_store(["wandb"])  # no MLflow, no check
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/no/such/mlflow.db")
+    with pytest.raises(ValueError, match=r"the folder '.*/no/such' does not exist$"):
+        tracking.check_store(["mlflow"])
+    for uri in (f"sqlite:///{tmp_path}/mlflow.db", "http://localhost:5000", ""):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        tracking.check_store(["mlflow"])
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.learning
@@ -98,20 +203,28 @@ def test_train_logs_each_iteration_to_wandb_and_mlflow_offline(tmp_path):
     rows = result_rows(run_dir)
     assert len(rows) >= 2
 
+    steps = [r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows]
     (wandb_folder,) = (tmp_path / "wandb").glob("offline-run-*")
-    config, history = wandb_run(wandb_folder)
-    assert (config["kappa"], config["seed"]) == (0.68, 0) and "c_fa" in config
-    assert [h["_step"] for h in history] == [r["training_iteration"] for r in rows]
+    config, history, axes = wandb_run(wandb_folder, with_axes=True)
+    assert (config["algo"], config["kappa"], config["seed"]) == ("kappa-pi-dqn", 0.68, 0) and "c_fa" in config
+    assert config["model/fcnet_hiddens"] == [256, 256]
+    # every metric against env steps: the return, the kappa schedule
+    assert axes == {STEP: None, "*": STEP}
+    assert [(h[STEP], h["env_runners/episode_return_mean"]) for h in history] == [
+        (s, r["env_runners"]["episode_return_mean"]) for s, r in zip(steps, rows)]
     assert [h["kappa/iteration"] for h in history] == [r["kappa"]["iteration"] for r in rows]
     assert [h["kappa/phase"] for h in history] == [r["kappa"]["phase"] for r in rows]
-    assert [h["env_runners/num_env_steps_sampled_lifetime"] for h in history] == [
-        r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows]
+    assert not [k for h in history for k in h if k.startswith("config") or k in ("hostname", "pid", "date")]
 
     client, (run,) = mlflow_runs(tmp_path / "mlflow.db", "kt")
     assert run.info.status == "FINISHED" and run.info.run_name == run_dir.name
     assert float(run.data.params["kappa"]) == 0.68 and run.data.params["seed"] == "0"
-    iterations = client.get_metric_history(run.info.run_id, "kappa/iteration")
-    assert [(m.step, m.value) for m in iterations] == [(r["training_iteration"], r["kappa"]["iteration"]) for r in rows]
+    assert run.data.params["algo"] == "kappa-pi-dqn" and run.data.params["model/fcnet_hiddens"] == "[256, 256]"
+    assert not [k for k in run.data.metrics if k.startswith("config")]
+    for name, value in [("kappa/iteration", lambda r: r["kappa"]["iteration"]),
+                        ("env_runners/episode_return_mean", lambda r: r["env_runners"]["episode_return_mean"])]:
+        history = client.get_metric_history(run.info.run_id, name)
+        assert [(m.step, m.value) for m in history] == [(s, value(r)) for s, r in zip(steps, rows)]
     assert "kappa/phase_index" in run.data.metrics
 
 
@@ -134,18 +247,23 @@ def test_tune_logs_each_trial_to_wandb_and_mlflow_offline(tmp_path):
               for p in grid_dir.iterdir() if (p / "result.json").is_file()}
     assert sorted(trials) == [0.68, 0.84]
 
-    runs = [wandb_run(folder) for folder in (grid_dir / "wandb").glob("offline-run-*")]
-    assert sorted(config["kappa"] for config, _ in runs) == [0.68, 0.84]
-    for config, history in runs:
+    runs = [wandb_run(folder, with_axes=True) for folder in (grid_dir / "wandb").glob("offline-run-*")]
+    assert sorted(config["kappa"] for config, _, _ in runs) == [0.68, 0.84]
+    for config, history, axes in runs:
         rows = trials[config["kappa"]]
         assert (config["c_fa"], config["seed"]) == (0.2, 0)
-        assert [h["kappa/iteration"] for h in history] == [r["kappa"]["iteration"] for r in rows]
+        assert axes == {STEP: None, "*": STEP}
+        assert [(h[STEP], h["kappa/iteration"]) for h in history] == [
+            (r["env_runners"]["num_env_steps_sampled_lifetime"], r["kappa"]["iteration"]) for r in rows]
         assert [h["kappa/phase_index"] for h in history] == [
             {"improvement": 0, "evaluation": 1, "done": 2}[r["kappa"]["phase"]] for r in rows]
+        assert not [k for h in history for k in h if k.startswith("config")]
 
     client, runs = mlflow_runs(grid_dir / "mlflow.db", "kt")
     assert sorted(float(r.data.params["kappa"]) for r in runs) == [0.68, 0.84]
     for run in runs:
         rows = trials[float(run.data.params["kappa"])]
         history = client.get_metric_history(run.info.run_id, "kappa/iteration")
-        assert [m.value for m in history] == [r["kappa"]["iteration"] for r in rows]
+        assert [(m.step, m.value) for m in history] == [
+            (r["env_runners"]["num_env_steps_sampled_lifetime"], r["kappa"]["iteration"]) for r in rows]
+        assert not [k for k in run.data.metrics if k.startswith("config")]

@@ -93,19 +93,26 @@ def check_output(option: str, folder) -> None:
 
 
 def add_track_options(parser) -> None:
-    """`--track wandb|mlflow[,...]` and `--track-project` (kappa_rllib.tracking)."""
-    parser.add_argument("--track", default=None, metavar="wandb|mlflow",
-                        help="also log each run to Weights & Biases and/or MLflow (comma-separated for both; needs "
-                             "pip install 'kappa-rllib[track]'). W&B: WANDB_MODE=offline logs without an account; "
-                             "MLflow: MLFLOW_TRACKING_URI, else a file store in the results folder (mlruns/)")
+    """`--track [wandb|mlflow[,...]]`, `--track-project` and `--wandb-entity` (kappa_rllib.tracking)."""
+    parser.add_argument("--track", nargs="?", const="wandb", default=None, metavar="wandb|mlflow",
+                        help="also log each run to Weights & Biases (a bare --track) and/or MLflow (--track mlflow, "
+                             "--track wandb,mlflow; needs pip install 'kappa-rllib[track]'): the config once, the "
+                             "metrics against env steps. W&B: WANDB_MODE=offline logs without an account. MLflow: "
+                             "MLFLOW_TRACKING_URI, else a SQLite store in the results folder (<results>/mlflow.db); "
+                             "a file store (file:PATH) needs MLFLOW_ALLOW_FILE_STORE=true, MLflow 3's opt-in")
     parser.add_argument("--track-project", default=None,
                         help="the W&B project and MLflow experiment (default: WANDB_PROJECT, else kappa-rllib)")
+    parser.add_argument("--wandb-entity", default=None,
+                        help="the W&B entity, a team or user (default: WANDB_ENTITY, else the account's default)")
 
 
 def check_track(args) -> None:
-    """`args.track` parsed into a list of back-ends whose packages are installed (ValueError, one line)."""
+    """`args.track` parsed into a list of back-ends whose packages are installed and whose store can work
+    (ValueError, one line; nothing imported, nothing written)."""
     from kappa_rllib import tracking
 
     args.track = tracking.parse(args.track) if getattr(args, "track", None) else []
     args.track_project = getattr(args, "track_project", None)
+    args.wandb_entity = tracking.entity(getattr(args, "wandb_entity", None))
     tracking.check_installed(args.track)
+    tracking.check_store(args.track)

@@ -51,7 +51,8 @@ def main(args) -> int:
             env_config["render_mode"] = args.render
         env = envs.make_env(env_id, env_config)
         act = _greedy_policy(algorithm, env)
-        print(f"[evaluate] {checkpoint} ({type(algorithm).__name__} on {env_id}), {args.episodes} greedy episodes")
+        print(f"[evaluate] {checkpoint} ({algo_label(checkpoint, algorithm)}, on {env_id}), {args.episodes} greedy "
+              "episodes")
         returns = []
         for episode in range(args.episodes):
             obs, _ = env.reset(seed=args.seed + episode)
@@ -73,6 +74,38 @@ def main(args) -> int:
     print(f"[evaluate] mean return {r.mean():.1f} +- {r.std():.1f} (std) over {len(r)} episodes; "
           f"min {r.min():.1f}, max {r.max():.1f}")
     return 0
+
+
+def algo_label(checkpoint, algorithm) -> str:
+    """The algorithm the run used, as `train --algo` names it, and its kappa (or lambda): the `algo` its
+    run folder's run.json records (`train`), else read off the restored class and config (a Tune trial's
+    checkpoint): the DQN, PPO and APPO baselines are kappa-PI-DQN/PPO/APPO at kappa = 1, gae is TRPO with
+    lambda < 1."""
+    from kappa_rllib import runs
+    from kappa_rllib.cli.common import KAPPA_ONE, family
+    from kappa_rllib.cli.settings import ALGO_NAMES
+
+    config, algo = algorithm.config, None
+    checkpoint = Path(checkpoint)
+    for folder in (checkpoint.parent, checkpoint.parent.parent):  # RUN/checkpoint_N, RUN/checkpoints/checkpoint_N
+        try:
+            algo = runs.read_meta(folder).get("algo")
+        except runs.RunError:
+            continue
+        break
+    if algo is None:
+        algo = ALGO_NAMES.get(type(algorithm).__name__)
+        if algo is None:
+            return type(algorithm).__name__
+        if algo.startswith("kappa-pi-") and family(algo) in KAPPA_ONE and getattr(config, "kappa", None) == 1.0:
+            algo = family(algo)
+        elif algo == "trpo" and getattr(config, "lambda_", 1.0) < 1.0:
+            algo = "gae"
+    if algo in KAPPA_ONE:
+        return f"{algo}, kappa = 1"
+    if algo.startswith("kappa-"):
+        return f"{algo}, kappa {getattr(config, 'kappa', '?')}"
+    return f"{algo}, lambda {getattr(config, 'lambda_', 1.0)}"
 
 
 def _greedy_policy(algorithm, env):

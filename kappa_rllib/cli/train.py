@@ -68,7 +68,8 @@ def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
         print(f"[{algo}] writing to {out_dir.resolve()}")
         summary = runs.train(algo, config, out_dir, int(config.total_env_steps),
                              checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-                             track=args.track, track_project=args.track_project)
+                             track=args.track, track_project=args.track_project,
+                             wandb_entity=args.wandb_entity)
         summaries.append(summary)
         code = finish_message(algo, summary, out_dir.resolve())
         if code:
@@ -116,8 +117,8 @@ def train_file_main(args) -> int:
             raise ValueError(f"{path}: {config.algo_class.__name__} is not one of this package's algorithms")
         if algo == "trpo" and config.lambda_ < 1.0:
             algo = "gae"
+        check_track(args)  # before the output folder is made: a bad store writes nothing
         check_output("--output", args.output)
-        check_track(args)
         check_address(args)
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(one_line(e)) from None
@@ -127,7 +128,7 @@ def train_file_main(args) -> int:
     print(f"[{algo}] writing to {out_dir.resolve()}")
     summary = runs.train(algo, config, out_dir, int(config.total_env_steps), stop=stop,
                          checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-                         track=args.track, track_project=args.track_project)
+                         track=args.track, track_project=args.track_project, wandb_entity=args.wandb_entity)
     return finish_message(algo, summary, out_dir.resolve())
 
 

@@ -109,8 +109,8 @@ def main(args) -> int:
         if args.gpus_per_trial:
             check_local_gpus(args)
             experiments.request_gpus(grids, args.gpus_per_trial)
+        check_track(args)  # before the storage folder is made: a bad store writes nothing
         _check_storage(args)
-        check_track(args)
         check_address(args)
         _check_local_cpus(args, grids)
     except (ValueError, TypeError, OSError, UsageError) as e:
@@ -125,7 +125,8 @@ def main(args) -> int:
     try:
         results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
-                                  compact=not args.verbose, track=args.track, track_project=args.track_project)
+                                  compact=not args.verbose, track=args.track, track_project=args.track_project,
+                                  wandb_entity=args.wandb_entity)
     except ValueError as e:
         return error(one_line(e))
     failed = [r for rg in results.values() for r in rg if r.error]
