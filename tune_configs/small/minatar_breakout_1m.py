@@ -1,14 +1,17 @@
 """Does the 250k-step tie on MinAtar Breakout separate at 1M env steps? DQN against kappa-PI-DQN and
 kappa-VI-DQN at the paper's Breakout kappa_best values (Table 1: kappa-PI 0.84, kappa-VI 0.68), with
-the MinAtar preset (kappa_rllib/presets/dqn_minatar.yaml) and C_FA = 0.05 as in the paper's Table 1.
+the MinAtar preset (kappa_rllib/presets/dqn_minatar.yaml) and C_FA = 0.05 as in the paper's Table 1;
+and the paper's second claim on the DQN side: kappa-PI-DQN 0.84 with the naive N_kappa = T schedule.
 
 Grids (T = 1,000,000 env steps per trial, 5 seeds):
     breakout_1m_dqn            kappa = 1 (DQN)      5 trials
     breakout_1m_kappa_pi_dqn   kappa 0.84           5 trials
     breakout_1m_kappa_vi_dqn   kappa 0.68           5 trials
-Cost: 15 trials, 15M env steps. From the 250k grid on a 2-core machine (tune_configs/small/minatar_dqn.py,
+    breakout_1m_naive_kappa_pi_dqn  kappa 0.84, N_kappa = T   5 trials
+Cost: 20 trials, 20M env steps. From the 250k grid on a 2-core machine (tune_configs/small/minatar_dqn.py,
 2 trials at a time): DQN and kappa-VI ~850-940 env steps/s a trial (~18-20 min per 1M), kappa-PI about
-half that (twice the updates; ~35-40 min), so ~3.5 hours on 2 cores. Run it in parts with `--resume`.
+half that (twice the updates; ~35-40 min), the naive schedule as kappa-PI, so ~5 hours on 2 cores. Run it
+in parts with `--resume` (`--grids` picks cells).
 The 250k result (docs/results/minatar/): DQN 4.4 +- 0.2, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.2 (0.84).
 
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --report
@@ -27,7 +30,7 @@ C_FA = 0.05
 def experiments(smoke: bool = False):
     common = dict(c_fa=C_FA, num_seeds=NUM_SEEDS, smoke=smoke, name="breakout_1m", total_env_steps=TOTAL,
                   env_steps_per_iteration=5_000)
-    return (paper_grids("dqn", GAME, kappas=[0.84], variants=("pi",), **common)  # kappa-PI and DQN
+    return (paper_grids("dqn", GAME, kappas=[0.84], variants=("pi",), naive_kappas=[0.84], **common)  # kappa-PI, DQN, naive
             + paper_grids("dqn", GAME, kappas=[0.68], variants=("vi",), baseline=False, **common))
 
 
