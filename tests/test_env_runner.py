@@ -116,6 +116,42 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
     algo.stop()
 
 
+def test_a_module_loaded_by_a_component_restore_is_the_one_every_runner_then_acts_with(ray_local, tmp_path):
+    """RLlib loads a trained module with `restore_from_path(..., component=...)`, which does not call
+    set_state: the Sampler's acting weights must follow, or a remote runner (and any runner Ray restarts)
+    would keep acting with the weights from before the load."""
+    import torch
+    from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_LEARNER_GROUP, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
+
+    from kappa_rllib import TRPOConfig
+
+    algo = (TRPOConfig().environment("CartPole-v1").env_runners(num_env_runners=1)
+            .training(train_batch_size=256, vf_epochs=1).debugging(seed=0).build_algo())
+    algo.train()
+    component = f"{COMPONENT_LEARNER_GROUP}/{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{DEFAULT_MODULE_ID}"
+    module_path = tmp_path / "module"
+    algo.learner_group._learner.module[DEFAULT_MODULE_ID].save_to_path(module_path)
+    saved = {k: v.clone() for k, v in algo.learner_group._learner.module[DEFAULT_MODULE_ID].state_dict().items()}
+    algo.train()  # the weights move on
+    version = algo.sampler.weights_version
+    assert algo.sampler.in_flight is not None  # TRPO samples the next batch during the value fits
+    algo.restore_from_path(module_path, component=component)
+    # that batch was sampled by the replaced weights: dropped (before the fix, the next train() used it)
+    assert algo.sampler.in_flight is None
+
+    def acting():  # what the remote runner acts with, after one sampling request
+        algo.sampler.sample(8)
+        return algo.env_runner_group.foreach_env_runner(
+            lambda er: (er.weights_version, {k: v.clone() for k, v in er.module.state_dict().items()}),
+            local_env_runner=False)[0]
+
+    runner_version, runner_weights = acting()
+    assert algo.sampler.weights_version == runner_version == version + 1  # before the fix: unchanged
+    for name, value in runner_weights.items():
+        torch.testing.assert_close(value, saved[name], rtol=0, atol=0)
+    algo.stop()
+
+
 @pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaPITRPOConfig])
 def test_settings_the_raw_transition_runner_cannot_serve_are_refused(config_cls):
     base = lambda: config_cls().environment("CartPole-v1")  # noqa: E731

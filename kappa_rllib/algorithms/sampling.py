@@ -255,6 +255,16 @@ class SamplerMixin:
         if self.samples_raw:
             self.sampler.sync()
 
+    def restore_from_path(self, path, *args, **kwargs) -> None:
+        """A component restore (`component="learner_group/learner/rl_module/default_policy"`, RLlib's way to
+        load a trained module) replaces the learner's weights without `set_state`: the acting weights are
+        renewed here too, so every runner (a restarted one included) then acts with the loaded ones."""
+        if self.samples_raw:
+            self.sampler.drop()
+        super().restore_from_path(path, *args, **kwargs)
+        if self.samples_raw:
+            self.sampler.sync()
+
 
 def _env_steps(segments: list[dict]) -> int:
     return sum(len(seg["actions"]) for seg in segments)
