@@ -46,7 +46,17 @@ def __dir__():
 
 
 def register_with_tune() -> None:
-    """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN")."""
+    """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN").
+
+    Importing any algorithm (e.g. `from kappa_rllib import KappaPIDQNConfig`) registers them too, again
+    after every `ray.init`; call this where a Tune trainable is named before anything is imported.
+
+    ```python
+    import kappa_rllib
+    kappa_rllib.register_with_tune()
+    tune.Tuner("KappaPITRPO", param_space=config).fit()  # config: a KappaPITRPOConfig
+    ```
+    """
     from kappa_rllib.algorithms import register_with_tune as register
 
     register()

@@ -1,6 +1,6 @@
 """The paper's iteration budget: the one place N_kappa and T_kappa are computed.
 
-Section 4, Eq. (3) of Tomar, Efroni & Ghavamzadeh (2020): kappa-PI and kappa-VI contract at
+Section 4, Eqs. (8) and (9) of Tomar, Efroni & Ghavamzadeh (2020): kappa-PI and kappa-VI contract at
 rate xi_kappa = gamma (1 - kappa) / (1 - gamma kappa), and the number of iterations N_kappa is
 chosen so that the decaying term xi_kappa ** N_kappa reaches the final-accuracy knob C_FA.
 The fixed budget of T environment steps is then split evenly: T_kappa = T / N_kappa.
@@ -46,7 +46,7 @@ def contraction_rate(kappa: float, gamma: float) -> float:
 
 
 def num_iterations(kappa: float, c_fa: float, gamma: float) -> int:
-    """N_kappa = ceil(log C_FA / log xi_kappa) (paper, Eq. 3), the smallest N with xi**N <= C_FA.
+    """N_kappa = ceil(log C_FA / log xi_kappa) (paper, Eq. 8), the smallest N with xi**N <= C_FA.
 
     kappa = 1 gives xi = 0: the first iteration already solves the original MDP, so N = 1.
     gamma = 0 also gives xi = 0 and N = 1.

@@ -12,6 +12,7 @@ With kappa = 1 the shaping weight gamma (1 - kappa) is 0: V_phi is never read, s
 evaluated nor copied, and every algorithm is exactly its base (DQN, TRPO).
 
 Module ids (one vocabulary for both families):
+
   * `PHI_MODULE_ID`: the evaluation network, Q_phi (DQN) or V_phi (TRPO), learner-only;
   * `PHI_SHAPING_MODULE_ID`: kappa-PI-TRPO only, the frozen snapshot of V_phi that the shaped
     reward and R_j read while V_phi itself trains on every batch (see `PHI_FIT_*`).

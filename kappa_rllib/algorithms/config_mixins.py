@@ -175,7 +175,7 @@ class KappaConfigMixin:
         """The kappa settings' defaults, from the family's row of `kappa_rllib.defaults` (the one source
         of the numbers: the paper's, docs/paper-settings.md). Called from each config's __init__."""
         self.kappa = family["kappa"]  # kappa in [0, 1]; 1 is the base algorithm exactly
-        self.c_fa = family["c_fa"]  # C_FA in (0, 1): sets N_kappa (paper, Eq. 3)
+        self.c_fa = family["c_fa"]  # C_FA in (0, 1): sets N_kappa (paper, Eq. 8)
         self.total_env_steps = family["total_env_steps"]  # T
         self.naive_schedule = False  # True: N_kappa = T, T_kappa = 1 (the paper's naive baseline)
 
@@ -187,7 +187,7 @@ class KappaConfigMixin:
             kappa: The surrogate MDP's discount is gamma * kappa and its reward r + gamma (1 - kappa)
                 V(s') (paper, Sec. 3). In [0, 1]; kappa = 1 is the base algorithm (DQN, TRPO, ...).
             c_fa: C_FA in (0, 1), the function-approximation error constant that sets the number of
-                kappa-iterations N_kappa = ceil(log(C_FA ...)) (paper, Eq. 3; `kappa_rllib.schedule`).
+                kappa-iterations N_kappa = ceil(log(C_FA ...)) (paper, Eq. 8; `kappa_rllib.schedule`).
             total_env_steps: T, the run's env steps; each kappa-iteration gets T / N_kappa of them.
             naive_schedule: True for the paper's naive baseline: N_kappa = T, one step per iteration.
         """
@@ -208,7 +208,7 @@ class KappaConfigMixin:
 
     @property
     def num_kappa_iterations(self) -> int:
-        """N_kappa: from C_FA (paper, Eq. 3), or T for the naive schedule (T_kappa = 1)."""
+        """N_kappa: from C_FA (paper, Eq. 8), or T for the naive schedule (T_kappa = 1)."""
         if self.naive_schedule:
             return self.schedule_length
         return num_iterations(self.kappa, self.c_fa, self.gamma)

@@ -4,6 +4,7 @@ The paper's kappa-PI/VI (Algorithms 7, 8) on RLlib's asynchronous actor-learner 
 EnvRunners sample raw, unshaped episodes on any node; the learners shape the rewards with V_phi
 and run V-trace with the discount gamma * kappa (kappa_rllib.algorithms.kappa_appo.torch).
 Everything kappa is shared with the other families:
+
   * schedule: T = total_env_steps // train_batch_size APPO batches, N_kappa from C_FA
     (kappa_rllib.schedule), T_kappa = T / N_kappa batches per kappa-iteration; the outer loop is
     kappa_rllib.algorithms.kappa_loop, the phase machine kappa_rllib.phases;
@@ -11,6 +12,7 @@ Everything kappa is shared with the other families:
   * the V_phi modules, settings and validation: kappa_rllib.algorithms.actor_critic.
 
 APPO samples and learns asynchronously, so a kappa-iteration cannot end at an exact env step:
+
   * the algorithm counts the env steps its EnvRunners returned (RLlib's sampled-lifetime count) and
     ends an iteration at the first `training_step` whose count reaches the iteration's planned end
     (in batches of train_batch_size); an iteration that overshoots leaves the next one shorter, so
@@ -18,6 +20,7 @@ APPO samples and learns asynchronously, so a kappa-iteration cannot end at an ex
   * every learner closes the same iteration before the first update whose batch was sent at or
     after that count (on any learner: RLlib may drop a request for one learner only; the learner
     docstring), so with several learners all hold one snapshot.
+
 `appo` on the command line is kappa-PI-APPO with kappa = 1: exactly APPO (tested).
 """
 
@@ -84,6 +87,22 @@ class KappaAPPOConfig(KappaActorCriticConfigMixin, APPOConfig):
 
 
 class KappaPIAPPOConfig(KappaAPPOConfig):
+    """Config of kappa-PI-APPO: RLlib's asynchronous APPO solving the surrogate MDP, V_phi trained on every batch.
+
+    The paper runs no APPO; this is kappa-PI (Algorithm 7's scheme) on RLlib's actor-learner algorithm:
+    the learners shape the rewards with V_phi and run V-trace with the discount gamma * kappa, and V_phi
+    learns the policy's value in the original MDP. `from_appo` puts kappa on an APPOConfig you already
+    have. Defaults: kappa 0.84, C_FA 0.2, T = 2M env steps; kappa = 1 is APPO.
+
+    ```python
+    from ray.rllib.algorithms.appo import APPOConfig
+    from kappa_rllib import KappaPIAPPOConfig
+    appo_config = APPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2)
+    config = KappaPIAPPOConfig.from_appo(appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000)
+    algo = config.build_algo()  # a KappaPIAPPO
+    ```
+    """
+
     kappa_variant = PI
 
     def __init__(self, algo_class=None):
@@ -91,6 +110,19 @@ class KappaPIAPPOConfig(KappaAPPOConfig):
 
 
 class KappaVIAPPOConfig(KappaAPPOConfig):
+    """Config of kappa-VI-APPO: RLlib's asynchronous APPO solving the surrogate MDP, then V_phi <- V_theta.
+
+    As `KappaPIAPPOConfig`, with kappa-VI's copy (Algorithm 8's scheme) in place of V_phi's training.
+
+    ```python
+    from ray.rllib.algorithms.appo import APPOConfig
+    from kappa_rllib import KappaVIAPPOConfig
+    appo_config = APPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2)
+    config = KappaVIAPPOConfig.from_appo(appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000)
+    algo = config.build_algo()  # a KappaVIAPPO
+    ```
+    """
+
     kappa_variant = VI
 
     def __init__(self, algo_class=None):
@@ -163,12 +195,37 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, SamplerMixin, APPO):
 
 
 class KappaPIAPPO(KappaAPPO):
+    """The kappa-PI-APPO algorithm (RLlib's APPO with kappa-PI's V_phi), registered with Tune as "KappaPIAPPO".
+
+    Build it from a `KappaPIAPPOConfig`. A kappa-iteration ends at the first training step whose sampled
+    env-step count reaches its planned end (asynchronous sampling cannot stop at an exact step).
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaPIAPPO, KappaPIAPPOConfig
+    config = KappaPIAPPOConfig().environment("CartPole-v1").training(kappa=0.9, total_env_steps=60_000)
+    tune.Tuner(KappaPIAPPO, param_space=config).fit()  # or the registered name "KappaPIAPPO"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaPIAPPOConfig()
 
 
 class KappaVIAPPO(KappaAPPO):
+    """The kappa-VI-APPO algorithm (RLlib's APPO with kappa-VI's copy), registered with Tune as "KappaVIAPPO".
+
+    Build it from a `KappaVIAPPOConfig`; iterations end as in `KappaPIAPPO`.
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaVIAPPO, KappaVIAPPOConfig
+    config = KappaVIAPPOConfig().environment("CartPole-v1").training(kappa=0.9, total_env_steps=60_000)
+    tune.Tuner(KappaVIAPPO, param_space=config).fit()  # or the registered name "KappaVIAPPO"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaVIAPPOConfig()

@@ -252,6 +252,21 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
 
 
 class KappaPIDQNConfig(KappaDQNConfig):
+    """Config of kappa-PI-DQN (paper, Algorithm 5): DQN on the surrogate MDP, then TD(0) evaluation of its policy.
+
+    Each of the N_kappa kappa-iterations has an improvement phase, DQN on M_{gamma kappa}(V_phi) (discount
+    gamma * kappa, shaped reward r + gamma (1 - kappa) V_phi(s'), V_phi(s) = Q_phi(s, argmax_a Q'_theta(s, a))),
+    and an evaluation phase that fits Q_phi to the new greedy policy by off-policy TD(0). Defaults: the
+    paper's Table 3 (docs/paper-settings.md); kappa = 1 is DQN. `.training(...)` takes RLlib's DQN settings
+    plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`.
+
+    ```python
+    from kappa_rllib import KappaPIDQNConfig
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaPIDQN; algo.train() runs one training iteration
+    ```
+    """
+
     kappa_variant = PI
 
     def __init__(self, algo_class=None):
@@ -259,6 +274,19 @@ class KappaPIDQNConfig(KappaDQNConfig):
 
 
 class KappaVIDQNConfig(KappaDQNConfig):
+    """Config of kappa-VI-DQN (paper, Algorithm 6): DQN on the surrogate MDP, whose Q-network then becomes Q_phi.
+
+    Each of the N_kappa kappa-iterations runs DQN on M_{gamma kappa}(V_phi) with V_phi(s) = max_a Q_phi(s, a)
+    for T_kappa env steps, then copies phi <- theta (one application of the kappa-optimal Bellman operator).
+    Defaults: the paper's Table 3; kappa = 1 is DQN. Settings as `KappaPIDQNConfig`.
+
+    ```python
+    from kappa_rllib import KappaVIDQNConfig
+    config = KappaVIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaVIDQN
+    ```
+    """
+
     kappa_variant = VI
 
     def __init__(self, algo_class=None):
@@ -386,12 +414,37 @@ class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, SamplerMixin,
 
 
 class KappaPIDQN(KappaDQN):
+    """The kappa-PI-DQN algorithm (paper, Algorithm 5), an RLlib Algorithm registered with Tune as "KappaPIDQN".
+
+    Build it from a `KappaPIDQNConfig` (`config.build_algo()`) or hand it to Tune. Every result carries
+    `result["kappa"]` (iteration, num_iterations, phase, ...); the run reports `done` once T env steps are used.
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaPIDQN, KappaPIDQNConfig
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(total_env_steps=20_000)
+    tune.Tuner(KappaPIDQN, param_space=config).fit()  # or the registered name "KappaPIDQN"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaPIDQNConfig()
 
 
 class KappaVIDQN(KappaDQN):
+    """The kappa-VI-DQN algorithm (paper, Algorithm 6), an RLlib Algorithm registered with Tune as "KappaVIDQN".
+
+    Build it from a `KappaVIDQNConfig` (`config.build_algo()`) or hand it to Tune; results as `KappaPIDQN`.
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaVIDQN, KappaVIDQNConfig
+    config = KappaVIDQNConfig().environment("CartPole-v1").training(total_env_steps=20_000)
+    tune.Tuner(KappaVIDQN, param_space=config).fit()  # or the registered name "KappaVIDQN"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaVIDQNConfig()

@@ -2,6 +2,7 @@
 
 The paper's kappa-TRPO (Algorithms 7, 8) with PPO's clipped update in place of TRPO's natural
 gradient step; everything kappa is shared with the other families:
+
   * schedule: T = total_env_steps // train_batch_size PPO iterations (batches), N_kappa from C_FA
     (kappa_rllib.schedule), T_kappa = T / N_kappa batches per kappa-iteration; the outer loop
     is kappa_rllib.algorithms.kappa_loop, the phase machine kappa_rllib.phases;
@@ -60,6 +61,22 @@ class KappaPPOConfig(KappaActorCriticConfigMixin, PPOConfig):
 
 
 class KappaPIPPOConfig(KappaPPOConfig):
+    """Config of kappa-PI-PPO: RLlib's PPO solving the surrogate MDP, V_phi fitted to the plain returns.
+
+    The paper runs no PPO; this is its kappa-PI-TRPO (Algorithm 7) with PPO's clipped update in place of
+    TRPO's: only the advantage connector changes (GAE with lambda = 1 on the shaped reward and discount
+    gamma * kappa). `from_ppo` puts kappa on a PPOConfig you already have. Defaults: kappa 0.84, C_FA 0.2,
+    T = 2M env steps; kappa = 1 is PPO with lambda = 1.
+
+    ```python
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from kappa_rllib import KappaPIPPOConfig
+    ppo_config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1000)  # yours
+    config = KappaPIPPOConfig.from_ppo(ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaPIPPO
+    ```
+    """
+
     kappa_variant = PI
 
     def __init__(self, algo_class=None):
@@ -67,6 +84,20 @@ class KappaPIPPOConfig(KappaPPOConfig):
 
 
 class KappaVIPPOConfig(KappaPPOConfig):
+    """Config of kappa-VI-PPO: RLlib's PPO solving the surrogate MDP, then V_phi <- V_theta.
+
+    As `KappaPIPPOConfig`, with kappa-VI's copy in place of V_phi's training (the paper's Algorithm 8
+    with PPO's clipped update in place of TRPO's).
+
+    ```python
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from kappa_rllib import KappaVIPPOConfig
+    ppo_config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1000)  # yours
+    config = KappaVIPPOConfig.from_ppo(ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaVIPPO
+    ```
+    """
+
     kappa_variant = VI
 
     def __init__(self, algo_class=None):
@@ -107,12 +138,37 @@ class KappaPPO(ManifestMixin, KappaLoopMixin, SamplerMixin, PPO):
 
 
 class KappaPIPPO(KappaPPO):
+    """The kappa-PI-PPO algorithm (RLlib's PPO with kappa-PI's V_phi), registered with Tune as "KappaPIPPO".
+
+    Build it from a `KappaPIPPOConfig`. One training iteration is one PPO batch; results carry
+    `result["kappa"]`.
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaPIPPO, KappaPIPPOConfig
+    config = KappaPIPPOConfig().environment("CartPole-v1").training(kappa=0.84, train_batch_size=1000)
+    tune.Tuner(KappaPIPPO, param_space=config).fit()  # or the registered name "KappaPIPPO"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaPIPPOConfig()
 
 
 class KappaVIPPO(KappaPPO):
+    """The kappa-VI-PPO algorithm (RLlib's PPO with kappa-VI's copy), registered with Tune as "KappaVIPPO".
+
+    Build it from a `KappaVIPPOConfig`; results as `KappaPIPPO`.
+
+    ```python
+    from ray import tune
+    from kappa_rllib import KappaVIPPO, KappaVIPPOConfig
+    config = KappaVIPPOConfig().environment("CartPole-v1").training(kappa=0.84, train_batch_size=1000)
+    tune.Tuner(KappaVIPPO, param_space=config).fit()  # or the registered name "KappaVIPPO"
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaVIPPOConfig()

@@ -76,6 +76,20 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
 
 
 class KappaPITRPOConfig(KappaTRPOConfig):
+    """Config of kappa-PI-TRPO (paper, Algorithm 7): TRPO on the surrogate MDP, V_phi fitted to the plain returns.
+
+    V_theta is fitted to the kappa-returns R_j(kappa, V_phi) = sum_t (gamma kappa)^(t-j) r_t(kappa, V_phi),
+    the policy step uses the advantages R_j - V_theta(s_j), and V_phi evaluates the policy on the plain
+    returns rho_j (on every batch by default, as the authors' code: `phi_fit`). Defaults: the paper's
+    Table 4 (C_FA 0.2, T = 2M env steps); kappa = 1 is TRPO.
+
+    ```python
+    from kappa_rllib import KappaPITRPOConfig
+    config = KappaPITRPOConfig().environment("Hopper-v5").training(kappa=0.68, c_fa=0.2, total_env_steps=2_000_000)
+    algo = config.build_algo()  # a KappaPITRPO
+    ```
+    """
+
     kappa_variant = PI
 
     def __init__(self, algo_class=None):
@@ -83,6 +97,18 @@ class KappaPITRPOConfig(KappaTRPOConfig):
 
 
 class KappaVITRPOConfig(KappaTRPOConfig):
+    """Config of kappa-VI-TRPO (paper, Algorithm 8): TRPO on the surrogate MDP, whose value net then becomes V_phi.
+
+    As `KappaPITRPOConfig`, but V_phi is not trained: when a kappa-iteration ends it is set to V_theta
+    (phi <- theta, Algorithm 8, line 11). kappa = 1 is TRPO.
+
+    ```python
+    from kappa_rllib import KappaVITRPOConfig
+    config = KappaVITRPOConfig().environment("HalfCheetah-v5").training(kappa=0.36, c_fa=0.2, total_env_steps=2_000_000)
+    algo = config.build_algo()  # a KappaVITRPO
+    ```
+    """
+
     kappa_variant = VI
 
     def __init__(self, algo_class=None):
@@ -114,12 +140,35 @@ class KappaTRPO(KappaLoopMixin, TRPO):
 
 
 class KappaPITRPO(KappaTRPO):
+    """The kappa-PI-TRPO algorithm (paper, Algorithm 7), registered with Tune as "KappaPITRPO".
+
+    Build it from a `KappaPITRPOConfig`; one training iteration is one batch. Results carry
+    `result["kappa"]` (batches, iteration, phase, ...).
+
+    ```python
+    from kappa_rllib import KappaPITRPOConfig
+    algo = KappaPITRPOConfig().environment("InvertedPendulum-v5").training(kappa=0.84).build_algo()  # a KappaPITRPO
+    result = algo.train()  # one batch; result["kappa"]["iteration"] counts kappa-iterations
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaPITRPOConfig()
 
 
 class KappaVITRPO(KappaTRPO):
+    """The kappa-VI-TRPO algorithm (paper, Algorithm 8), registered with Tune as "KappaVITRPO".
+
+    Build it from a `KappaVITRPOConfig`; results as `KappaPITRPO`.
+
+    ```python
+    from kappa_rllib import KappaVITRPOConfig
+    algo = KappaVITRPOConfig().environment("InvertedPendulum-v5").training(kappa=0.84).build_algo()  # a KappaVITRPO
+    result = algo.train()  # one batch; phi <- theta when a kappa-iteration ends
+    ```
+    """
+
     @classmethod
     def get_default_config(cls):
         return KappaVITRPOConfig()

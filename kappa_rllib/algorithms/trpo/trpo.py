@@ -47,6 +47,20 @@ DEFERRED_VALUE_FITS_TIMER = "deferred_value_fits_timer"  # result["timers"]: val
 
 
 class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, AlgorithmConfig):
+    """Config of TRPO, the paper's kappa = 1 baseline for MuJoCo, and of its GAE baseline (lambda_ < 1).
+
+    A natural-gradient policy step (conjugate gradient on Fisher-vector products, a KL-bounded line
+    search) and a separate value net fitted by Adam; advantages GAE(gamma, lambda_), lambda_ = 1 by
+    default. Defaults: the paper's Table 4 and the authors' code (1024 env steps per batch, max KL 0.01,
+    T = 2M env steps). `kappa-rllib train --algo trpo` / `--algo gae --lambda L`.
+
+    ```python
+    from kappa_rllib import TRPOConfig
+    config = TRPOConfig().environment("Hopper-v5").training(total_env_steps=2_000_000)  # lambda_=0.84: GAE
+    algo = config.build_algo()  # a TRPO
+    ```
+    """
+
     def __init__(self, algo_class=None):
         super().__init__(algo_class=algo_class or TRPO)
         # The paper's Table 4 and the authors' code (docs/paper-settings.md)
@@ -165,6 +179,18 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
 
 
 class TRPO(ManifestMixin, SamplerMixin, Algorithm):
+    """The TRPO algorithm (Schulman et al. 2015), the paper's baseline, registered with Tune as "TRPO".
+
+    Build it from a `TRPOConfig`; one training iteration is one batch and one policy step, and the run
+    reports `done` after total_env_steps // train_batch_size batches.
+
+    ```python
+    from kappa_rllib import TRPOConfig
+    algo = TRPOConfig().environment("InvertedPendulum-v5").build_algo()  # a TRPO
+    result = algo.train()  # one batch of 1024 env steps, one TRPO update
+    ```
+    """
+
     on_policy = True  # every batch sampled by the policy it updates: checked at each collect (sampling.py)
 
     @classmethod

@@ -5,11 +5,13 @@
 With V_phi = V_theta these advantages are GAE(gamma, lambda = kappa) (paper, Sec. 6).
 
 Which network is "V_phi" in R_j (docs/paper-settings.md, "V_phi in kappa-PI-TRPO"):
+
   * kappa-PI: `PHI_SHAPING_MODULE_ID`, a frozen snapshot of the trained V_phi
     (`PHI_MODULE_ID`). V_phi is fitted to the plain returns rho_j on every batch (the authors'
     code; `phi_fit="every_batch"`) or only on an iteration's last batch (Alg. 7 read literally;
     `phi_fit="iteration_end"`); the snapshot is refreshed from it when a kappa-iteration ends.
   * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends (Alg. 8, line 11).
+
 The algorithm says whether V_phi is fitted on a batch through the update call's `fit_phi`
 (`KappaPlan.fits_phi_on_batch`), so that batch's data never has to outlive the call, and closes a
 kappa-iteration with `end_kappa_iteration` (the shared loop's `_end_improvement`).

@@ -1,11 +1,13 @@
 """TRPO's learner (Schulman et al. 2015): a natural-gradient policy step and separate value fits.
 
 One `update` call per sample batch:
+
   1. returns and advantages per trajectory chunk (`advantages_and_targets`; GAE(gamma, lambda)
      here, the kappa-returns in the kappa-TRPO learner), values from the current V nets;
   2. the policy step: g = grad of the surrogate (+ entropy bonus), x = CG(F, g) on Fisher-vector
      products (KL Hessian + damping), step sqrt(2 max_kl / x.Fx) x, backtracking line search;
   3. the value net fitted to its targets with Adam (epochs x minibatches), no shared layers.
+
 The policy has no optimizer: only value parameters are registered with Adam.
 """
 
