@@ -5,7 +5,8 @@ and once a git worktree of `--base` (the same benchmark script both times: only 
 in alternating order (this, base; base, this; ...), so a slow spell of the machine does not land on
 one side. Per row and round it takes two ratios, this tree over base: of the raw env steps/s, and of
 each side's "vs minimal" ratio (each divided by the minimal loop it ran beside, which cancels most of
-the machine's drift). It prints the median of each over the rounds, with the range.
+the machine's drift). It prints the median of each over the rounds, with the range, and this tree's own
+"vs minimal" ratios (median and range over its rounds).
 
     python benchmarks/against_commit.py --base 2ba1248 --rounds 3 -- --workload w1 --steps 10000
     python benchmarks/against_commit.py --base 2ba1248 --rounds 3 -- --workload w2 --iterations 10 --env-runners 0,2
@@ -84,15 +85,17 @@ def main(argv=None):
             remove_worktree(base)
     names = [n for n in rounds[0]["this"] if not n.startswith(("minimal", "gymnasium"))]
     print(f"\nthis tree ({ROOT}) against {args.base}, {args.rounds} alternated rounds: medians (range)")
-    print(f"{'run':<64}{'this env steps/s':>18}{'base':>10}{'rate this/base':>22}{'vs-minimal this/base':>24}")
+    print(f"{'run':<64}{'this env steps/s':>18}{'base':>10}{'this vs minimal':>20}{'rate this/base':>22}"
+          f"{'vs-minimal this/base':>24}")
     for name in names:
         this = [g["this"][name][1] for g in rounds if name in g["this"]]
         base_rate = [g["base"][name][1] for g in rounds if name in g["base"]]
         rate_ratio = [g["this"][name][1] / g["base"][name][1] for g in rounds if name in g["this"] and name in g["base"]]
         norm = [vs_minimal(g["this"])[name] / vs_minimal(g["base"])[name] for g in rounds
                 if name in vs_minimal(g["this"]) and name in vs_minimal(g["base"])]
+        this_norm = [vs_minimal(g["this"])[name] for g in rounds if name in vs_minimal(g["this"])]
         print(f"{name:<64}{statistics.median(this):>18.0f}{statistics.median(base_rate) if base_rate else float('nan'):>10.0f}"
-              f"{spread(rate_ratio):>22}{spread(norm):>24}")
+              f"{spread(this_norm):>20}{spread(rate_ratio):>22}{spread(norm):>24}")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3,
                    help="measure the whole table this many times, alternating the rows; print medians (default 3)")
     p.add_argument("--json", help="also write every round's rows to this file")
+    p.add_argument("--no-stock", action="store_true", help="W1, W2: leave out the stock RLlib DQN and PPO rows")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error(f"--rounds {args.rounds}: at least 1")
@@ -108,11 +109,11 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
     """One measurement of every row of the selected workloads, in the table's order."""
     rows = []
     if "w1" in workloads:
-        rows += [("W1",)] + workload_w1(args.steps)
+        rows += [("W1",)] + workload_w1(args.steps, stock=not args.no_stock)
     if "w3" in workloads:
         rows += [("W3",)] + workload_w3(args.steps, runners)
     if "w2" in workloads:
-        rows += [("W2",)] + workload_w2(args.iterations, runners)
+        rows += [("W2",)] + workload_w2(args.iterations, runners, stock=not args.no_stock)
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
                                               tuple(args.atari_algos.split(",")))

@@ -56,15 +56,16 @@ def stock_rllib_dqn(total_steps: int, seed: int = 0) -> float:
     return rate
 
 
-def workload_w1(steps: int) -> list[tuple]:
+def workload_w1(steps: int, stock: bool = True) -> list[tuple]:
     rows = Rows()
     for name, variant in [("DQN", None), ("kappa-PI-DQN", "pi"), ("kappa-VI-DQN", "vi")]:
         with PeakRSS() as mem:
             rate = minimal_dqn_loop(steps, variant)
         rows.append((f"minimal {name} loop", rate, name, mem.peak))
-    with PeakRSS() as mem:
-        rate = stock_rllib_dqn(steps)
-    rows.append(("stock RLlib DQN", rate, "DQN", mem.peak))
+    if stock:
+        with PeakRSS() as mem:
+            rate = stock_rllib_dqn(steps)
+        rows.append(("stock RLlib DQN", rate, "DQN", mem.peak))
     for name, variant, kappa in [("kappa = 1 (DQN)", "pi", 1.0), ("kappa-PI-DQN", "pi", W1["kappa"]),
                                  ("kappa-VI-DQN", "vi", W1["kappa"])]:
         with PeakRSS() as mem:

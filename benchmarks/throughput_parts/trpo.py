@@ -22,7 +22,7 @@ def rllib_rate(config, iterations: int, runners: int) -> float:
     return rate
 
 
-def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
+def workload_w2(iterations: int, env_runners: list[int], stock: bool = True) -> list[tuple]:
     from ray.rllib.algorithms.ppo import PPOConfig
 
     from kappa_rllib import KappaPITRPOConfig, KappaVITRPOConfig, TRPOConfig
@@ -36,7 +36,7 @@ def workload_w2(iterations: int, env_runners: list[int]) -> list[tuple]:
     kappa = dict(kappa=0.84, c_fa=0.2, total_env_steps=2_000_000)
     runs = [("TRPO", TRPOConfig()), ("kappa-PI-TRPO", KappaPITRPOConfig().training(**kappa)),
             ("kappa-VI-TRPO", KappaVITRPOConfig().training(**kappa)),
-            ("stock RLlib PPO", PPOConfig().training(train_batch_size_per_learner=1024))]
+            ("stock RLlib PPO", PPOConfig().training(train_batch_size_per_learner=1024))][:None if stock else 3]
     for name, config in runs:
         for runners in (env_runners if "PPO" not in name else [0]):
             with PeakRSS() as mem:
