@@ -43,12 +43,14 @@ def remove_worktree(folder: Path) -> None:
 def one_round(tree: Path, bench_args: list[str], out: Path) -> dict:
     """throughput.py --rounds 1 with `tree`'s kappa_rllib first on the path; its --json rows."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    # run from `tree`: Ray puts the driver's working folder first on its workers' path
     subprocess.run([sys.executable, str(HERE / "throughput.py"), *bench_args, "--rounds", "1", "--json", str(out)],
-                   check=True, env=env)
+                   check=True, env=env, cwd=tree)
     data = json.loads(out.read_text())
-    imported = Path(data["kappa_rllib"]).resolve()
-    if not imported.is_relative_to(tree.resolve()):  # the editable install won over PYTHONPATH: not comparable
-        raise SystemExit(f"against_commit: the run meant for {tree} imported kappa_rllib from {imported}")
+    for where in ("kappa_rllib", "kappa_rllib_ray_workers"):  # the editable install must not win: not comparable
+        imported = Path(data[where]).resolve()
+        if not imported.is_relative_to(tree.resolve()):
+            raise SystemExit(f"against_commit: the run meant for {tree} imported kappa_rllib from {imported} ({where})")
     return {r[0]: r for r in data["rounds"][0] if len(r) > 1}
 
 

@@ -87,6 +87,7 @@ def main(argv=None):
     if "packing" in workloads:
         cpus = max(cpus, max(int(n) for n in args.trials_per_gpu.split(",")) * (max(runners) + 1))
     ray.init(address="local", num_cpus=max(2, cpus), include_dashboard=False, log_to_driver=False)
+    workers_import = ray.get(ray.remote(_kappa_rllib_file).remote())  # where Ray's workers import it from
     rounds = []
     for r in range(args.rounds):
         print(f"== round {r + 1} of {args.rounds}", flush=True)
@@ -98,11 +99,18 @@ def main(argv=None):
         with open(args.json, "w") as f:
             import kappa_rllib
 
-            json.dump({"argv": sys.argv[1:] if argv is None else argv, "kappa_rllib": kappa_rllib.__file__, "rounds": [[list(row) for row in rows] for rows in rounds]}, f, indent=1)
+            json.dump({"argv": sys.argv[1:] if argv is None else argv, "kappa_rllib": kappa_rllib.__file__,
+                       "kappa_rllib_ray_workers": workers_import, "rounds": [[list(row) for row in rows] for rows in rounds]}, f, indent=1)
     if args.profile:  # after the table, so that a failure here loses none of it
         ray.init(address="local", num_cpus=max(2, max(runners) + 1), include_dashboard=False, log_to_driver=False)
         profile_atari(args.device, max(runners))
         ray.shutdown()
+
+
+def _kappa_rllib_file() -> str:
+    import kappa_rllib
+
+    return kappa_rllib.__file__
 
 
 def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]:
