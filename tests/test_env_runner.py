@@ -244,11 +244,13 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
     assert sampler.in_flight is None
 
 
+@pytest.mark.parametrize("lost", [1, 3])
 @pytest.mark.parametrize("prefetched", [True, False])
-def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_is_never_short(prefetched):
+def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_is_never_short(prefetched, lost):
     """RLlib's group drops the answer of a runner lost while it samples (restart_failed_env_runners) without
-    an error: the batch would be silently short. The Sampler samples the missing steps again, now, from the
-    runners that still answer, at the epsilon schedule's right t, and counts them (resampled_env_steps)."""
+    an error: the batch would be silently short. The Sampler samples the lost share again, now, from the
+    runners that still answer, at the share's own t on the epsilon schedule, and counts it
+    (resampled_env_steps): every t of the batch is sampled exactly once, whichever runner was lost."""
     from types import SimpleNamespace
 
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
@@ -272,19 +274,17 @@ def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_
     runners = {1: Runner(1), 2: Runner(2), 3: Runner(3)}
     healthy, pending = [1, 2, 3], []
 
-    def run(funcs, ids):
-        return [f(runners[i]) for f, i in zip(funcs, ids)]
-
-    def lose_runner_3(funcs, ids):  # runner 3 dies while it samples: its answer never comes
-        healthy.remove(3)
-        return [r for r, i in zip(run(funcs, ids), ids) if i != 3]
+    def run(funcs, ids):  # runner `lost` dies while it samples: its answer never comes
+        answers = [(i, f(runners[i])) for f, i in zip(funcs, ids)]
+        if lost in ids:
+            healthy.remove(lost)
+        return [answer for i, answer in answers if i != lost]
 
     group = SimpleNamespace(
         num_remote_workers=lambda: len(healthy), healthy_worker_ids=lambda: list(healthy),
-        foreach_env_runner=lambda funcs, remote_worker_ids, local_env_runner: (
-            run(funcs, remote_worker_ids) if 3 not in remote_worker_ids else lose_runner_3(funcs, remote_worker_ids)),
+        foreach_env_runner=lambda funcs, remote_worker_ids, local_env_runner: run(funcs, remote_worker_ids),
         foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: pending.append(
-            lose_runner_3(funcs, remote_worker_ids)) or len(funcs),
+            run(funcs, remote_worker_ids)) or len(funcs),
         fetch_ready_async_reqs=lambda tags, timeout_seconds: [(None, r) for r in pending.pop()],
     )
     sampler = Sampler(SimpleNamespace(env_runner_group=group, metrics=MetricsLogger()), on_policy=True)
@@ -294,11 +294,11 @@ def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_
         segments = sampler.collect()
     else:
         segments = sampler.sample(100, global_env_steps=1000)
-    assert sum(len(s["actions"]) for s in segments) == 100  # before the fix: 67 (runner 3's 33 lost)
-    # runners 1 and 2 sampled their shares (34 at t=1000, 33 at t=1034), then runner 3's lost 33
-    # (t=1067), split between them: 17 at t=1067 and 16 at t=1084
-    assert runners[1].asked == [(34, 1000), (17, 1067)] and runners[2].asked == [(33, 1034), (16, 1084)]
-    assert sampler.runtime.resampled_env_steps == 33 and sampler.in_flight is None
+    assert sum(len(s["actions"]) for s in segments) == 100  # before the fix: 67 (the lost runner's 33 or 34)
+    answered = [(n, t) for i, r in runners.items() if i != lost for n, t in r.asked]
+    steps_t = sorted(t + k for n, t in answered for k in range(n))
+    assert steps_t == list(range(1000, 1100))  # each t once: the lost share again at its own t
+    assert sampler.runtime.resampled_env_steps == (34 if lost == 1 else 33) and sampler.in_flight is None
 
 
 def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples():

@@ -15,7 +15,7 @@ reference of the acting weights; the EnvRunner loads them if it does not act wit
   `collect` or `drop` ends it; a restore (`restore`) drops it, then syncs the restored weights.
 * **exactly the steps asked for**: a runner lost while it samples (a killed process, a lost node) is
   dropped by RLlib's group without an error, so its share would be missing; `sample` and `collect` sample
-  what is missing again, now, from the runners that answer (`RuntimeCounters.resampled_env_steps`).
+  each lost share again, now, at its own t, from the runners that answer (`RuntimeCounters.resampled_env_steps`).
 
 kappa-PPO and kappa-APPO sample through RLlib's own loop: their Sampler only reports where they run.
 """
@@ -38,7 +38,7 @@ class InFlight:
 
     num_steps: int
     weights_version: int
-    global_env_steps: int  # env steps sampled before it (the epsilon schedule's t of its first step)
+    shares: tuple = ()  # (runner index, env steps, t of its first step) of each runner's share
 
 
 @dataclass
@@ -93,33 +93,36 @@ class Sampler:
         far, all runners) sets the epsilon schedule's t. EnvRunner metrics go into `env_runners/...`."""
         if self.in_flight is not None:
             raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is in flight: collect or drop it first")
-        return self._exactly(self._sample_now(num_steps, global_env_steps), num_steps, global_env_steps)
+        return self._exactly(*self._sample_now(num_steps, global_env_steps), num_steps)
 
-    def _sample_now(self, num_steps: int, global_env_steps: int) -> list[dict]:
+    def _sample_now(self, num_steps: int, global_env_steps: int) -> tuple[list[dict], list[tuple[int, int]]]:
+        """(segments, the (env steps, t) of each share whose runner did not answer)."""
         group = self.algorithm.env_runner_group
         if group.num_remote_workers() == 0:
             results = [_sample_one(group.local_env_runner, num_steps, global_env_steps) + (self.weights_version, None)]
-        else:
-            ids, funcs = self._remote_shares(num_steps, global_env_steps)
-            results = group.foreach_env_runner(funcs, remote_worker_ids=ids, local_env_runner=False)
-        return self._segments(results)
+            return self._segments(results), []
+        shares, funcs = self._remote_shares(num_steps, global_env_steps)
+        results = group.foreach_env_runner(funcs, remote_worker_ids=[i for i, _, _ in shares], local_env_runner=False)
+        return self._segments(results), _lost(shares, results)
 
-    def _exactly(self, segments: list[dict], num_steps: int, start: int) -> list[dict]:
-        """`segments`, topped up to `num_steps` env steps. RLlib's group drops the answer of a runner lost
-        mid-request (a killed process, a lost node: `restart_failed_env_runners`) without an error, so its
-        share is sampled again, now, from the runners that answer; more steps than asked is a bug."""
-        got, empty = _env_steps(segments), 0
-        while got < num_steps:
-            more = self._sample_now(num_steps - got, start + got)
-            n = _env_steps(more)
-            empty = 0 if n else empty + 1
+    def _exactly(self, segments: list[dict], lost: list[tuple[int, int]], num_steps: int) -> list[dict]:
+        """`segments` with every `lost` share sampled again. RLlib's group drops the answer of a runner lost
+        mid-request (a killed process, a lost node: `restart_failed_env_runners`) without an error, so each
+        such share (its env steps and its own t on the epsilon schedule) is sampled again, now, from the
+        runners that answer. Anything but exactly `num_steps` env steps in the end is an error."""
+        lost, empty = list(lost), 0
+        while lost:
+            n, start = lost.pop(0)
+            more, more_lost = self._sample_now(n, start)
+            got = _env_steps(more)
+            empty = 0 if got else empty + 1
             if empty == 3:
-                raise RuntimeError(f"no EnvRunner returned env steps: {got} of the {num_steps} asked for, "
-                                   "3 requests in a row came back empty")
-            self.runtime.resampled_env_steps += n
-            segments, got = segments + more, got + n
-        if got > num_steps:
-            raise RuntimeError(f"the EnvRunners returned {got} env steps for a request of {num_steps}")
+                raise RuntimeError(f"no EnvRunner answered: {_env_steps(segments)} of the {num_steps} env steps "
+                                   "asked for, 3 requests in a row lost")
+            self.runtime.resampled_env_steps += got
+            segments, lost = segments + more, lost + more_lost
+        if _env_steps(segments) != num_steps:
+            raise RuntimeError(f"the EnvRunners returned {_env_steps(segments)} env steps for a request of {num_steps}")
         return segments
 
     def submit(self, num_steps: int, global_env_steps: int) -> bool:
@@ -131,10 +134,11 @@ class Sampler:
         the others would give a short batch, so the caller samples the steps again with `sample`."""
         if self.in_flight is not None:
             raise RuntimeError(f"a batch of {self.in_flight.num_steps} env steps is already in flight")
-        ids, funcs = self._remote_shares(num_steps, global_env_steps)
-        sent = self.algorithm.env_runner_group.foreach_env_runner_async(funcs, tag=self.TAG, remote_worker_ids=ids)
-        self.in_flight = InFlight(num_steps, self.weights_version, global_env_steps)
-        if sent != len(ids):
+        shares, funcs = self._remote_shares(num_steps, global_env_steps)
+        sent = self.algorithm.env_runner_group.foreach_env_runner_async(
+            funcs, tag=self.TAG, remote_worker_ids=[i for i, _, _ in shares])
+        self.in_flight = InFlight(num_steps, self.weights_version, shares)
+        if sent != len(shares):
             self.drop()
             return False
         return True
@@ -146,7 +150,8 @@ class Sampler:
             raise RuntimeError("no batch in flight to collect")
         ready = self.algorithm.env_runner_group.fetch_ready_async_reqs(tags=self.TAG, timeout_seconds=None)
         batch, self.in_flight = self.in_flight, None
-        return self._exactly(self._segments([r for _, r in ready]), batch.num_steps, batch.global_env_steps)
+        results = [r for _, r in ready]
+        return self._exactly(self._segments(results), _lost(batch.shares, results), batch.num_steps)
 
     def drop(self) -> None:
         """Waits for the batch in flight, if any, and discards it, metrics included."""
@@ -162,9 +167,9 @@ class Sampler:
         self.sync()
 
     def _remote_shares(self, num_steps: int, start: int):
-        """Each healthy remote EnvRunner's share of `num_steps` and the call that samples it. The call
-        carries the acting weights, so a runner acts with the weights of the request it serves: no
-        separate weight sync can be dropped or overtaken while a request is in flight."""
+        """Each healthy remote EnvRunner's share, (runner index, env steps, t of its first step), and the
+        calls that sample them. A call carries the acting weights, so a runner acts with the weights of the
+        request it serves: no separate weight sync can be dropped or overtaken while a request is in flight."""
         ids = list(self.algorithm.env_runner_group.healthy_worker_ids())  # a restarting runner's share goes to the others
         if not ids:
             raise RuntimeError("no healthy EnvRunner to sample from")
@@ -172,7 +177,8 @@ class Sampler:
         shares = [base + (i < extra) for i in range(len(ids))]
         offsets = [start + sum(shares[:i]) for i in range(len(ids))]
         version, ref = self._acting()
-        return ids, [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref) for n, o in zip(shares, offsets)]
+        return list(zip(ids, shares, offsets)), [lambda er, n=n, o=o: _sample_with_weights(er, n, o, version, ref)
+                                                  for n, o in zip(shares, offsets)]
 
     def _segments(self, results) -> list[dict]:
         """The runners' (segments, metrics, version acted with, (index, pid, node) of a remote runner):
@@ -264,6 +270,12 @@ class SamplerMixin:
         super().restore_from_path(path, *args, **kwargs)
         if self.samples_raw:
             self.sampler.sync()
+
+
+def _lost(shares, results) -> list[tuple[int, int]]:
+    """(env steps, t) of each share whose runner is not among those that answered (their `where`)."""
+    answered = {where[0] for _, _, _, where in results if where is not None}
+    return [(n, start) for index, n, start in shares if index not in answered and n > 0]
 
 
 def _env_steps(segments: list[dict]) -> int:
