@@ -54,7 +54,7 @@ def parse(value: str) -> list[str]:
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
         raise ValueError(f"--track {value!r}: choose from {', '.join(BACKENDS)} (comma-separated for both; a bare "
-                         "--track is wandb, and takes the next word as its value unless an option follows)")
+                         "--track is wandb)")
     return list(dict.fromkeys(names))
 
 
@@ -74,6 +74,8 @@ def check_store(backends: list[str]) -> None:
     uri = os.environ.get("MLFLOW_TRACKING_URI") if "mlflow" in backends else None
     if not uri:
         return  # the SQLite default, in the results folder (checked as the output folder)
+    if uri.lower() in ("databricks", "databricks-uc", "uc"):
+        return  # MLflow's names for its Databricks stores (mlflow/tracking/registry.py), not paths
     scheme = urlparse(uri).scheme.lower()
     if len(scheme) == 1 and scheme.isalpha():  # a Windows drive letter: a path (mlflow.utils.uri.get_uri_scheme)
         scheme = ""

@@ -89,7 +89,7 @@ def test_track_settings_are_checked_in_one_line(tmp_path, monkeypatch):
                           "--output", str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         "kappa-rllib: error: --track 'neptune': choose from wandb, mlflow (comma-separated for both; a bare "
-        "--track is wandb, and takes the next word as its value unless an option follows)"]
+        "--track is wandb)"]
 
 
 @pytest.mark.parametrize("verb", [["train", "--algo", "dqn"], ["tune", "tune_configs/small/cartpole_dqn.py"]])
@@ -109,6 +109,25 @@ def test_a_bare_track_is_wandb(verb, monkeypatch):
     check_track(args)
     assert (args.track, args.track_project, args.wandb_entity) == (["wandb", "mlflow"], None, None)
     assert parser.parse_args(verb).track is None
+
+
+def test_a_bare_track_before_a_positional_does_not_take_it_as_its_value():
+    """`kappa-rllib tune --track FILE.py` and `train --track file CONFIG.py`: the next word is the file,
+    not a back-end (before: "the following arguments are required: file"); a back-end, or a typo of one,
+    stays the value (a typo gets tracking.parse's one line)."""
+    from kappa_rllib.cli import build_parser
+    from kappa_rllib.cli.common import bare_track
+
+    parser = build_parser()
+    args = parser.parse_args(bare_track(["tune", "--track", "tune_configs/small/cartpole_dqn.py", "--smoke"]))
+    assert (args.track, args.file) == ("wandb", "tune_configs/small/cartpole_dqn.py")
+    args = parser.parse_args(bare_track(["train", "--track", "file", "cfg.py"]))
+    assert (args.track, args.target) == ("wandb", ["file", "cfg.py"])
+    assert bare_track(["tune", "f.py", "--track", "mlflow"]) == ["tune", "f.py", "--track", "mlflow"]
+    assert bare_track(["tune", "f.py", "--track", "wandb,mlflow"])[-1] == "wandb,mlflow"
+    assert bare_track(["tune", "f.py", "--track", "wanbd"])[-1] == "wanbd"  # a typo: parse's one line
+    assert bare_track(["train", "--track", "neptune", "--algo", "dqn"])[2] == "neptune"
+    assert bare_track(["tune", "f.py", "--track"]) == ["tune", "f.py", "--track"]
 
 
 def test_wandb_entity_defaults_to_wandb_entity(monkeypatch):
@@ -186,7 +205,7 @@ def test_the_mlflow_store_check(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/no/such/mlflow.db")
     with pytest.raises(ValueError, match=r"the folder '.*/no/such' does not exist$"):
         tracking.check_store(["mlflow"])
-    for uri in (f"sqlite:///{tmp_path}/mlflow.db", "http://localhost:5000", ""):
+    for uri in (f"sqlite:///{tmp_path}/mlflow.db", "http://localhost:5000", "", "databricks", "databricks-uc"):
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         tracking.check_store(["mlflow"])
     assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from kappa_rllib.cli import compare, evaluate, quiet, report, train, tune
-from kappa_rllib.cli.common import EXIT_INTERRUPTED, Parser, UsageError, error
+from kappa_rllib.cli.common import EXIT_INTERRUPTED, Parser, UsageError, bare_track, error
 from kappa_rllib.cli.ray_session import resolve_address
 from kappa_rllib.cli.settings import describe, make_config  # noqa: F401 (the Python API of the options)
 
@@ -42,7 +42,7 @@ def build_parser():
 
 def main(argv=None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(bare_track(sys.argv[1:] if argv is None else list(argv)))
     except UsageError as e:
         return error(e)
     if args.verbose:

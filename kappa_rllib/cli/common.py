@@ -92,6 +92,23 @@ def check_output(option: str, folder) -> None:
         raise UsageError(f"{option} {str(folder)!r}: the folder is not writable")
 
 
+def bare_track(argv: list[str]) -> list[str]:
+    """`argv` with a bare `--track` made explicit (`--track wandb`) where the next word is not its value:
+    CleanRL's `--track` sits anywhere, e.g. before `tune`'s FILE or `train file CONFIG.py`, which argparse
+    would take as the back-end. The next word is a file if it is `file`, holds a `/` or a `.`, or exists;
+    any other word stays the value (a wrong one gets tracking.parse's one line)."""
+    import os
+
+    out = []
+    for i, word in enumerate(argv):
+        out.append(word)
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if word == "--track" and nxt is not None and not nxt.startswith("-") and (
+                nxt == "file" or "/" in nxt or "." in nxt or os.path.exists(nxt)):
+            out.append("wandb")
+    return out
+
+
 def add_track_options(parser) -> None:
     """`--track [wandb|mlflow[,...]]`, `--track-project` and `--wandb-entity` (kappa_rllib.tracking)."""
     parser.add_argument("--track", nargs="?", const="wandb", default=None, metavar="wandb|mlflow",
