@@ -27,6 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from throughput import sections  # noqa: E402 (the benchmarks folder is not a package)
 
 
 def worktree(commit: str, folder: Path) -> Path:
@@ -51,12 +53,13 @@ def one_round(tree: Path, bench_args: list[str], out: Path) -> dict:
         imported = Path(data[where]).resolve()
         if not imported.is_relative_to(tree.resolve()):
             raise SystemExit(f"against_commit: the run meant for {tree} imported kappa_rllib from {imported} ({where})")
-    return {r[0]: r for r in data["rounds"][0] if len(r) > 1}
+    return {(section, r[0]): r for section, r in sections(data["rounds"][0])}
 
 
-def vs_minimal(rows: dict) -> dict[str, float]:
-    minimal = {r[2]: r[1] for r in rows.values() if r[0].startswith("minimal")}
-    return {name: r[1] / minimal[r[2]] for name, r in rows.items() if r[2] in minimal}
+def vs_minimal(rows: dict) -> dict[tuple[str, str], float]:
+    """(section, name) -> the row's rate over its own section's minimal loop (W1, W3, Atari share labels)."""
+    minimal = {(sec, r[2]): r[1] for (sec, _), r in rows.items() if r[0].startswith("minimal")}
+    return {(sec, name): r[1] / minimal[sec, r[2]] for (sec, name), r in rows.items() if (sec, r[2]) in minimal}
 
 
 def spread(values: list[float]) -> str:
@@ -85,7 +88,7 @@ def main(argv=None):
                 rounds.append(got)
         finally:
             remove_worktree(base)
-    names = [n for n in rounds[0]["this"] if not n.startswith(("minimal", "gymnasium"))]
+    names = [key for key in rounds[0]["this"] if not key[1].startswith(("minimal", "gymnasium"))]
     print(f"\nthis tree ({ROOT}) against {args.base}, {args.rounds} alternated rounds: medians (range)")
     print(f"{'run':<64}{'this env steps/s':>18}{'base':>10}{'this vs minimal':>20}{'rate this/base':>22}"
           f"{'vs-minimal this/base':>24}")
@@ -96,7 +99,7 @@ def main(argv=None):
         norm = [vs_minimal(g["this"])[name] / vs_minimal(g["base"])[name] for g in rounds
                 if name in vs_minimal(g["this"]) and name in vs_minimal(g["base"])]
         this_norm = [vs_minimal(g["this"])[name] for g in rounds if name in vs_minimal(g["this"])]
-        print(f"{name:<64}{statistics.median(this):>18.0f}{statistics.median(base_rate) if base_rate else float('nan'):>10.0f}"
+        print(f"{name[0] + ': ' + name[1]:<64}{statistics.median(this):>18.0f}{statistics.median(base_rate) if base_rate else float('nan'):>10.0f}"
               f"{spread(this_norm):>20}{spread(rate_ratio):>22}{spread(norm):>24}")
 
 

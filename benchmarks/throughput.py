@@ -133,27 +133,40 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
     return rows
 
 
-def round_ratios(rows: list[tuple]) -> dict[str, tuple[float | None, float | None]]:
-    """Row name -> (ratio to the minimal loop, ratio to raw env.step), both of this round."""
-    minimal = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("minimal")}
-    raw_env = {r[2]: r[1] for r in rows if len(r) > 1 and r[0].startswith("gymnasium")}
-    return {r[0]: (r[1] / minimal[r[2]] if r[2] in minimal else None,
-                   r[1] / raw_env[r[2]] if r[2] in raw_env else None) for r in rows if len(r) > 1}
+def sections(rows: list[tuple]):
+    """(section, row) of each measured row: rows are keyed by their workload's section, since W1, W3 and
+    Atari share row names and minimal-loop labels."""
+    section = ""
+    for row in rows:
+        if len(row) == 1:
+            section = row[0]
+        else:
+            yield section, row
+
+
+def round_ratios(rows: list[tuple]) -> dict[tuple[str, str], tuple[float | None, float | None]]:
+    """(section, row name) -> (ratio to its section's minimal loop, ratio to raw env.step), both of this round."""
+    minimal = {(sec, r[2]): r[1] for sec, r in sections(rows) if r[0].startswith("minimal")}
+    raw_env = {(sec, r[2]): r[1] for sec, r in sections(rows) if r[0].startswith("gymnasium")}
+    return {(sec, r[0]): (r[1] / minimal[sec, r[2]] if (sec, r[2]) in minimal else None,
+                          r[1] / raw_env[sec, r[2]] if (sec, r[2]) in raw_env else None) for sec, r in sections(rows)}
 
 
 def summarize(rounds: list[list[tuple]]) -> list[tuple]:
     """The first round's rows in order, each with the medians (and ranges) over every round."""
     ratios = [round_ratios(rows) for rows in rounds]
-    table = []
+    by_key = [dict(((sec, r[0]), r) for sec, r in sections(rows)) for rows in rounds]
+    table, section = [], ""
     for row in rounds[0]:
         if len(row) == 1:
             table.append(row)
+            section = row[0]
             continue
-        name = row[0]
-        same = [r for rows in rounds for r in rows if len(r) > 1 and r[0] == name]
-        to_min = [x[name][0] for x in ratios if name in x and x[name][0] is not None]
-        to_env = [x[name][1] for x in ratios if name in x and x[name][1] is not None]
-        table.append(dict(name=name, rate=statistics.median(r[1] for r in same),
+        key = (section, row[0])
+        same = [rows[key] for rows in by_key if key in rows]
+        to_min = [x[key][0] for x in ratios if key in x and x[key][0] is not None]
+        to_env = [x[key][1] for x in ratios if key in x and x[key][1] is not None]
+        table.append(dict(name=row[0], rate=statistics.median(r[1] for r in same),
                           ratio=to_min, to_env=to_env, peak=max(r[3] for r in same),
                           notes=row[4] if len(row) > 4 else ""))
     return table

@@ -53,8 +53,10 @@ def register_with_tune() -> None:
 
     ```python
     import kappa_rllib
+    from ray import tune
     kappa_rllib.register_with_tune()
-    tune.Tuner("KappaPITRPO", param_space=config).fit()  # config: a KappaPITRPOConfig
+    config = kappa_rllib.KappaPITRPOConfig().environment("Pendulum-v1").training(total_env_steps=20_000)
+    tune.Tuner("KappaPITRPO", param_space=config).fit()
     ```
     """
     from kappa_rllib.algorithms import register_with_tune as register

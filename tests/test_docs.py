@@ -48,6 +48,8 @@ def site(tmp_path_factory):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out_dir)],
                            cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    if build.returncode != 0:  # every site test would fail on a missing file: say why once
+        pytest.fail(f"mkdocs build --strict failed:\n{build.stderr[-3000:]}")
     return build, out_dir
 
 
