@@ -74,6 +74,10 @@ def test_paper_axes_are_the_documented_ones():
     assert grid.config.total_env_steps == 2_000_000 and grid.config.train_batch_size == 1024
     _, ax = axes("paper/mujoco_table2.py", "gae")
     assert ax["lambda"] == [0.0, 0.36, 0.68, 0.84, 0.98]
+    # the cluster files: 10 batches a result row, so one Tune driver feeds ~200 trials (docs/experiments.md)
+    for path in ("paper/mujoco_table2.py", "paper/mujoco_cfa_ablation.py", "paper/mujoco_lower_gamma.py"):
+        assert {g.config.batches_per_iteration for g in experiments.load_file(ROOT / "tune_configs" / path)} == {10}
+    assert {g.config.batches_per_iteration for g in experiments.load_file(ROOT / "tune_configs/paper/table2_focused.py")} == {1}
     for variant in ("pi", "vi"):  # Table 1 has both variants
         grid, ax = axes("small/minatar_dqn.py", f"kappa_{variant}_dqn")
         assert len(ax["seed"]) >= 5 and ax["kappa"] == [0.68, 0.84, 0.92] and len(ax["env"]) == 2

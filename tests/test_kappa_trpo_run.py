@@ -6,7 +6,7 @@ import pytest
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import ENV_RUNNER_SAMPLING_TIMER, LEARNER_UPDATE_TIMER, SYNCH_WORKER_WEIGHTS_TIMER
 
-from kappa_rllib import KappaPITRPO, KappaPITRPOConfig, KappaVITRPOConfig
+from kappa_rllib import KappaPITRPO, KappaPITRPOConfig, KappaVITRPOConfig, TRPOConfig
 from kappa_rllib.variant import PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
 from kappa_rllib.algorithms.kappa_loop import KAPPA_ITERATION_END_TIMER
 from kappa_rllib.schedule import num_iterations
@@ -150,3 +150,51 @@ def test_a_restore_renews_the_acting_weights_and_runtime_is_reported_once_a_step
     result = kappa.train()
     assert len(calls) == 1 and "node_id" in result and "healthy_env_runners" in result
     kappa.stop()
+
+
+def episode_returns(results):
+    returns = []
+    for r in results:
+        finished = r["env_runners"].get("episode_returns", [])
+        returns.extend(finished if isinstance(finished, list) else [finished])
+    return returns
+
+
+@pytest.mark.parametrize("config_cls, num_env_runners", [(TRPOConfig, 0), (KappaPITRPOConfig, 0),
+                                                         (KappaVITRPOConfig, 0), (KappaPITRPOConfig, 2)])
+def test_batches_per_iteration_changes_the_rows_not_the_run(ray_local, config_cls, num_env_runners):
+    """4 batches per train() call over 26 batches (kappa-iterations of 2 batches end inside calls; the
+    last call holds the 2 left): the same networks, bit for bit, and the same episodes, in fewer rows.
+    With 2 remote EnvRunners the next batch is sampled during the value fits across and within calls."""
+    def run(batches_per_iteration):
+        config = short_config(config_cls) if config_cls is not TRPOConfig else TRPOConfig().environment(
+            "CartPole-v1").training(total_env_steps=BATCH * BATCHES + 50, train_batch_size=BATCH).debugging(seed=0)
+        algo = config.training(batches_per_iteration=batches_per_iteration).env_runners(
+            num_env_runners=num_env_runners, num_envs_per_env_runner=2).build_algo()
+        results = []
+        while not results or not results[-1].get("done"):
+            results.append(algo.train())
+        weights = learner_weights(algo)
+        algo.stop()
+        return results, weights
+
+    (one, one_weights), (four, four_weights) = run(1), run(4)
+    assert len(one) == BATCHES and len(four) == 7  # ceil(26 / 4)
+    assert [r["env_runners"]["num_env_steps_sampled_lifetime"] for r in four] == \
+        [BATCH * b for b in (4, 8, 12, 16, 20, 24, 26)]
+    assert [bool(r.get("done")) for r in four] == [False] * 6 + [True]
+    if config_cls is not TRPOConfig:
+        assert [r["kappa"]["batches"] for r in four] == [4, 8, 12, 16, 20, 24, 26]
+        assert [r["kappa"]["iteration"] for r in four] == [2, 4, 6, 8, 10, 12, 13]
+        assert four[-1]["kappa"]["phase"] == "done" and four[-1]["kappa"]["env_steps"] == BATCH * BATCHES
+    returns = episode_returns(one)
+    assert len(returns) > 26 and episode_returns(four) == returns
+    assert four_weights.keys() == one_weights.keys()
+    for key, value in four_weights.items():
+        np.testing.assert_array_equal(value, one_weights[key], err_msg=str(key))
+
+
+def test_batches_per_iteration_must_be_a_whole_number_of_batches(ray_local):
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="batches_per_iteration"):
+            short_config(KappaPITRPOConfig).training(batches_per_iteration=bad).validate()

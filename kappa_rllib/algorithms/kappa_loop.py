@@ -49,7 +49,8 @@ class KappaLoopMixin:
 
     def _improvement_step(self, max_units: int) -> int:
         """Progress the improvement phase by 1..`max_units` units (never past its end). A family whose
-        `train()` call is one unit (a batch: kappa-TRPO, kappa-PPO) always gets `max_units` = 1."""
+        unit is a batch (kappa-TRPO, kappa-PPO) does one batch and returns 1; the loop calls it again while
+        the `train()` call has units left (kappa-TRPO's `batches_per_iteration`)."""
         raise NotImplementedError
 
     def _evaluation_step(self) -> None:

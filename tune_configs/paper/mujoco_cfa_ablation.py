@@ -11,6 +11,7 @@ iterations of ~2.8 batches. `kappa-rllib report` draws the kappa x C_FA heat-map
     kappa-rllib tune tune_configs/paper/mujoco_cfa_ablation.py --address auto
 """
 
+from kappa_rllib.defaults import CLUSTER_TRPO_BATCHES_PER_ITERATION  # 10 batches a result row
 from kappa_rllib.experiments import paper_grids
 
 KAPPAS = [0.0, 0.36, 0.68, 0.84, 0.92, 0.98]
@@ -19,7 +20,8 @@ NUM_SEEDS = 10
 
 
 def experiments(smoke: bool = False):
-    return paper_grids("trpo", "Walker2d-v5", kappas=KAPPAS, c_fa=C_FAS, num_seeds=NUM_SEEDS, smoke=smoke)
+    return paper_grids("trpo", "Walker2d-v5", kappas=KAPPAS, c_fa=C_FAS, num_seeds=NUM_SEEDS, smoke=smoke,
+                       batches_per_iteration=CLUSTER_TRPO_BATCHES_PER_ITERATION)
 
 
 GRIDS = experiments()

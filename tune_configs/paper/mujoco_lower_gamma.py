@@ -12,6 +12,7 @@ Cost: 100 trials x 2M = 2e8 env steps (~70 CPU-hours). `kappa-rllib report` writ
     kappa-rllib tune tune_configs/paper/mujoco_lower_gamma.py --address auto
 """
 
+from kappa_rllib.defaults import CLUSTER_TRPO_BATCHES_PER_ITERATION  # 10 batches a result row
 from kappa_rllib.experiments import paper_grids
 
 TASKS = ["Walker2d-v5", "Ant-v5"]
@@ -21,7 +22,7 @@ NUM_SEEDS = 10
 
 def experiments(smoke: bool = False):
     return paper_grids("trpo", TASKS, kappas=[], c_fa=0.2, num_seeds=NUM_SEEDS, variants=(), gammas=GAMMAS,
-                       smoke=smoke)
+                       smoke=smoke, batches_per_iteration=CLUSTER_TRPO_BATCHES_PER_ITERATION)
 
 
 GRIDS = experiments()

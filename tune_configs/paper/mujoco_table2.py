@@ -4,6 +4,8 @@ C_FA = 0.2, against TRPO (kappa = 1), the naive N_kappa = T schedule and GAE.
 Settings: the paper's Table 4 (the TRPO defaults here: batches of 1,024 env steps, max KL 0.01,
 CG 10 iterations, value net Adam 1e-3; docs/paper-settings.md); T = 2M env steps (1,953 batches);
 gymnasium's v5 tasks (the paper used v2, whose physics and rewards differ slightly).
+One result row per 10 batches (`batches_per_iteration`; the same updates as one a row): a cluster's one
+Tune driver then feeds ~200 trials, not ~25 (docs/experiments.md).
 
 Grids (10 seeds each):
     kappa_pi_trpo        env x kappa {0, 0.36, 0.68, 0.84, 0.92, 0.98, 0.99} x seed   420 trials
@@ -20,6 +22,7 @@ lambda 0; every cell is in kappa_rllib/data/paper_tables.csv and shown beside th
     kappa-rllib tune tune_configs/paper/mujoco_table2.py --smoke     # one task, 2 kappa x 2 seeds
 """
 
+from kappa_rllib.defaults import CLUSTER_TRPO_BATCHES_PER_ITERATION  # 10 batches a result row
 from kappa_rllib.experiments import paper_grids
 
 TASKS = ["Walker2d-v5", "Ant-v5", "HalfCheetah-v5", "HumanoidStandup-v5", "Swimmer-v5", "Hopper-v5"]
@@ -32,7 +35,8 @@ C_FA = 0.2
 
 def experiments(smoke: bool = False):
     return paper_grids("trpo", TASKS, kappas=KAPPAS, c_fa=C_FA, num_seeds=NUM_SEEDS, naive_kappas=NAIVE_KAPPAS,
-                       gae_lambdas=GAE_LAMBDAS, smoke=smoke)
+                       gae_lambdas=GAE_LAMBDAS, smoke=smoke,
+                       batches_per_iteration=CLUSTER_TRPO_BATCHES_PER_ITERATION)
 
 
 GRIDS = experiments()

@@ -127,7 +127,7 @@ class KappaTRPO(KappaLoopMixin, TRPO):
         self.counters = {"env_steps": 0}
 
     def _units_per_training_step(self) -> int:
-        return 1  # one RLlib iteration = one batch = one TRPO update
+        return self.config.batches_per_iteration  # batches (TRPO updates) per RLlib iteration: 1 by default
 
     def _improvement_step(self, max_units: int) -> int:
         """One batch: one TRPO update, with V_phi fitted on it where the plan says so."""
@@ -142,7 +142,7 @@ class KappaTRPO(KappaLoopMixin, TRPO):
 class KappaPITRPO(KappaTRPO):
     """The kappa-PI-TRPO algorithm (paper, Algorithm 7), registered with Tune as "KappaPITRPO".
 
-    Build it from a `KappaPITRPOConfig`; one training iteration is one batch. Results carry
+    Build it from a `KappaPITRPOConfig`; one training iteration is one batch (`batches_per_iteration`). Results carry
     `result["kappa"]` (batches, iteration, phase, ...).
 
     ```python

@@ -94,6 +94,11 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # With remote EnvRunners: sample the next batch while the learner fits the value nets on
         # this one (exact: no policy lag; see TRPO._trpo_iteration).
         self.overlap_sampling = True
+        # Batches (TRPO updates) per `Algorithm.train()` call, i.e. per result row and Tune report. The
+        # updates are the same whatever it is (tests/test_trpo.py); a Tune driver spends ~25 ms of its one
+        # core on each report, so on a cluster more batches per report let one driver feed more trials
+        # (benchmarks/driver_load.py).
+        self.batches_per_iteration = 1
 
     def training(self, *, lambda_: float | None = NotProvided, max_kl: float | None = NotProvided,
                  cg_iters: int | None = NotProvided, cg_damping: float | None = NotProvided,
@@ -101,7 +106,8 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
                  vf_lr: float | None = NotProvided, vf_epochs: int | None = NotProvided,
                  vf_minibatch_size: int | None = NotProvided, kl_accept_factor: float | None = NotProvided,
                  fvp_subsample: int | None = NotProvided, total_env_steps: int | None = NotProvided,
-                 numpy_actor: bool | None = NotProvided, overlap_sampling: bool | None = NotProvided, **kwargs):
+                 numpy_actor: bool | None = NotProvided, overlap_sampling: bool | None = NotProvided,
+                 batches_per_iteration: int | None = NotProvided, **kwargs):
         """RLlib's `.training(...)` plus the TRPO settings (keyword-only, like RLlib's; the paper's Table 4
         values are the defaults, docs/paper-settings.md).
 
@@ -122,6 +128,9 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
             total_env_steps: T; the run reports `done` after total_env_steps // train_batch_size batches.
             numpy_actor: Act through a numpy copy of the policy's MLP where it is one (same distribution).
             overlap_sampling: With remote EnvRunners, sample the next batch while the value nets fit.
+            batches_per_iteration: Batches (TRPO updates) per `train()` call, i.e. per result row; the
+                last call stops at T. The same updates whatever it is; more than 1 means fewer, larger
+                Tune reports (a cluster's one Tune driver then feeds more trials).
         """
         if "lambda" in kwargs:
             lambda_ = kwargs.pop("lambda")
@@ -131,7 +140,7 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
                             vf_epochs=vf_epochs, vf_minibatch_size=vf_minibatch_size,
                             kl_accept_factor=kl_accept_factor, fvp_subsample=fvp_subsample,
                             total_env_steps=total_env_steps, numpy_actor=numpy_actor,
-                            overlap_sampling=overlap_sampling))
+                            overlap_sampling=overlap_sampling, batches_per_iteration=batches_per_iteration))
         return self
 
     @property
@@ -158,7 +167,7 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         for name in ("max_kl", "cg_damping", "vf_lr"):
             problems.check(check_positive, name, getattr(self, name))
         for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "fvp_subsample",
-                     "total_env_steps"):
+                     "total_env_steps", "batches_per_iteration"):
             problems.check(check_int, name, getattr(self, name), 1)
 
     def _check_trpo_settings(self) -> None:
@@ -181,8 +190,8 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
 class TRPO(ManifestMixin, SamplerMixin, Algorithm):
     """The TRPO algorithm (Schulman et al. 2015), the paper's baseline, registered with Tune as "TRPO".
 
-    Build it from a `TRPOConfig`; one training iteration is one batch and one policy step, and the run
-    reports `done` after total_env_steps // train_batch_size batches.
+    Build it from a `TRPOConfig`; one training iteration is `batches_per_iteration` batches (1 by default),
+    each one policy step, and the run reports `done` after total_env_steps // train_batch_size batches.
 
     ```python
     from kappa_rllib import TRPOConfig
@@ -198,13 +207,18 @@ class TRPO(ManifestMixin, SamplerMixin, Algorithm):
         return TRPOConfig()
 
     def training_step(self) -> None:
-        self._trpo_iteration(self.config.train_batch_size)
+        for _ in range(self.config.batches_per_iteration):
+            if self._t_used_up():
+                break  # the last call of the run holds the batches left
+            self._trpo_iteration(self.config.train_batch_size)
+
+    def _t_used_up(self) -> bool:
+        sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
+        return sampled >= self.config.total_env_steps // self.config.train_batch_size * self.config.train_batch_size
 
     def step(self):
         result = super().step()
-        sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-        batches = self.config.total_env_steps // self.config.train_batch_size
-        if sampled >= batches * self.config.train_batch_size:
+        if self._t_used_up():
             result["done"] = True  # T used up: Tune stops the trial
         return result
 
