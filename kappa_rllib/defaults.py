@@ -19,7 +19,7 @@ PPO = {"kappa": 0.84, "c_fa": 0.2, "total_env_steps": 2_000_000}
 # kappa-APPO (no paper setting either): the same kappa, C_FA and T, counting APPO's train batches.
 APPO = {"kappa": 0.84, "c_fa": 0.2, "total_env_steps": 2_000_000}
 
-# TRPO-family batches per result row in the cluster grid files (tune_configs/paper/mujoco_*.py): one
-# Tune driver core feeds ~200 such trials, ~25 at one batch a row (docs/experiments.md, "One driver
-# feeds the trials"; benchmarks/driver_load.py). The updates are the same at any value.
+# TRPO-family batches per result row in the cluster grid files (tune_configs/paper/mujoco_*.py): the
+# Tune driver spends 3.3x less CPU per trial-second than at one batch a row (docs/experiments.md, "One
+# driver feeds the trials"; benchmarks/driver_load.py). The updates are the same at any value.
 CLUSTER_TRPO_BATCHES_PER_ITERATION = 10

@@ -198,3 +198,13 @@ def test_batches_per_iteration_must_be_a_whole_number_of_batches(ray_local):
     for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="batches_per_iteration"):
             short_config(KappaPITRPOConfig).training(batches_per_iteration=bad).validate()
+
+
+@pytest.mark.parametrize("config_cls", [TRPOConfig, KappaPITRPOConfig])
+@pytest.mark.parametrize("setting", ["min_sample_timesteps_per_iteration", "min_train_timesteps_per_iteration",
+                                     "min_time_s_per_iteration"])
+def test_rllibs_iteration_minimums_are_refused_for_batches_per_iteration(config_cls, setting):
+    """RLlib calls training_step until its minimum is met: past T (no batch left) plain TRPO never
+    ended its last call (review: a hang at T = 3 batches with min_sample_timesteps_per_iteration=256)."""
+    with pytest.raises(ValueError, match=f"{setting}=256 is not supported: use batches_per_iteration"):
+        config_cls().environment("CartPole-v1").reporting(**{setting: 256}).validate()

@@ -142,7 +142,7 @@ class KappaTRPO(KappaLoopMixin, TRPO):
 class KappaPITRPO(KappaTRPO):
     """The kappa-PI-TRPO algorithm (paper, Algorithm 7), registered with Tune as "KappaPITRPO".
 
-    Build it from a `KappaPITRPOConfig`; one training iteration is one batch (`batches_per_iteration`). Results carry
+    Build it from a `KappaPITRPOConfig`; one training iteration is `batches_per_iteration` batches (1 by default). Results carry
     `result["kappa"]` (batches, iteration, phase, ...).
 
     ```python

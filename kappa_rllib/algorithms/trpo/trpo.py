@@ -2,7 +2,8 @@
 
 `lambda_ = 1` is the paper's TRPO baseline (kappa = 1); `lambda_ < 1` is its GAE baseline
 (GAE(gamma, lambda) advantages, value net fitted to the discounted return).
-One training iteration = one batch of `train_batch_size` env steps = one TRPO update.
+One batch of `train_batch_size` env steps = one TRPO update; one training iteration (result row) is
+`batches_per_iteration` of them, 1 by default.
 """
 
 from __future__ import annotations
@@ -95,9 +96,9 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # this one (exact: no policy lag; see TRPO._trpo_iteration).
         self.overlap_sampling = True
         # Batches (TRPO updates) per `Algorithm.train()` call, i.e. per result row and Tune report. The
-        # updates are the same whatever it is (tests/test_trpo.py); a Tune driver spends ~25 ms of its one
-        # core on each report, so on a cluster more batches per report let one driver feed more trials
-        # (benchmarks/driver_load.py).
+        # updates are the same whatever it is (tests/test_kappa_trpo_run.py); a Tune driver spends ~15-20 ms
+        # of its one core on each report, so on a cluster more batches per report let one driver feed more
+        # trials (benchmarks/driver_load.py). RLlib's own iteration minimums are refused (check_ranges).
         self.batches_per_iteration = 1
 
     def training(self, *, lambda_: float | None = NotProvided, max_kl: float | None = NotProvided,
@@ -164,6 +165,10 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         self.check_sampling_ranges(problems)
         problems.check(validate_gamma, self.gamma)
         problems.check(self._check_trpo_settings)
+        for name in ("min_sample_timesteps_per_iteration", "min_train_timesteps_per_iteration",
+                     "min_time_s_per_iteration"):
+            if getattr(self, name):  # RLlib would call training_step again after T, forever
+                problems.add(f"{name}={getattr(self, name)!r} is not supported: use batches_per_iteration")
         for name in ("max_kl", "cg_damping", "vf_lr"):
             problems.check(check_positive, name, getattr(self, name))
         for name in ("cg_iters", "line_search_steps", "vf_epochs", "vf_minibatch_size", "fvp_subsample",
