@@ -17,11 +17,11 @@ under that schedule), not the C_FA cell's kappa_best.
 Ant-v5 keeps gymnasium's default observation (105 values: the contact forces included). The paper's
 Ant-v2 had 111, whose contact forces are zeros under MuJoCo 2.0 and later (docs/results/table2/).
 
-Cost: one CPU per trial, two trials at a time on a 2-core machine. The naive cells come first: with
-`table2_focused.py`'s trials they answer claim 2 on three tasks, and they fit one working session
-(~4.5 trial-hours from the Table 2 grid's per-trial times: Walker2d and Hopper ~15-20 min, HalfCheetah
-~8-12 min). Ant's 20 trials at ~2,200 env steps/s alone (~15 min per 2M) are ~7 trial-hours
-more. Run it in parts: `--grids` picks cells, `--checkpoint-every 50` keeps at most 50 iterations
+Cost: one CPU per trial, two trials at a time on a 2-core machine. Measured (each trial's
+`time_total_s`, summed): the 15 naive trials 6.4 trial-hours (HalfCheetah 2.74, Hopper 1.85, Walker2d
+1.82; 1,009-2,838 s a trial, the slow ones beside a test suite); Ant's TRPO and kappa-VI cells 4.3
+(1,171-2,232 s a trial: ~1,450 env steps/s two at a time); Ant's kappa-PI and naive cells, by the same
+pace, ~4.5 more. Run it in parts: `--grids` picks cells, `--checkpoint-every 50` keeps at most 50 iterations
 (~51k env steps) to redo after a stop, and `--resume` continues.
 
     kappa-rllib tune tune_configs/paper/table2_claim2.py --storage S --num-cpus 2 --checkpoint-every 50
