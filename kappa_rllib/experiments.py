@@ -233,6 +233,36 @@ def _total_env_steps(grid):
     return steps if grid.stop == SCHEDULE_STOP and isinstance(steps, (int, float)) else None
 
 
+def _param_space_on_restore(grid, path) -> dict:
+    """The grid's param space as the stored run has it. Tune refuses a restore whose param space has other
+    keys than the run started with (tuner.pkl lists them), so a setting this version of kappa-rllib added
+    since (e.g. `batches_per_iteration`) is left out: trials made from it take the setting's default, what
+    the run's version ran. A stored setting this version no longer has is one clear error."""
+    from ray import cloudpickle
+    from ray.train._internal.storage import get_fs_and_path
+    from ray.tune.utils import flatten_dict
+
+    space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
+    fs, fs_path = get_fs_and_path(str(path), None)
+    with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
+        stored = cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
+    if stored is None:  # Tune checks nothing then either
+        return space
+    keys = set(flatten_dict(space))
+    gone = sorted(set(stored) - keys)
+    if gone:
+        raise ValueError(f"{path}: grid {grid.name!r} was started with settings this kappa-rllib does not have "
+                         f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}): resume it with the version "
+                         "that started it")
+    for key in keys - set(stored):  # added since the run started: the trials keep the default
+        *parents, leaf = key.split("/")
+        node = space
+        for parent in parents:
+            node = node[parent]
+        del node[leaf]
+    return space
+
+
 def _restorable(path) -> bool:
     """Tune can restore the grid at `path` and it has trials: a grid stopped before it made any (a
     Ctrl-C while the file's grids were starting) holds a Tuner's settings but no trials, and Tune's
@@ -273,7 +303,7 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
                          "(experiment_state-*.json): move the folder aside to run the grid afresh")
     if restorable:
         with quiet_unstarted_trials():
-            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=grid.config,
+            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=_param_space_on_restore(grid, path),
                                        resume_unfinished=True, resume_errored=True, restart_errored=False)
         local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
         if local is not None:  # this run's output, failure and concurrency settings, not the stored ones

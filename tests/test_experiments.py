@@ -446,3 +446,23 @@ def test_a_grid_stopped_before_its_first_trial_resumes_afresh_and_no_grid_starts
     started.event.set()
     jobs = [("a", Tuner("a"), started), ("b", Tuner("b"), together.Started())]
     assert together.fit_together(jobs, stop=stop, poll_s=0.05) == {"a": "a"} and fitted == ["a"]
+
+
+def test_resume_of_a_run_started_before_a_setting_was_added_keeps_the_stored_keys(tmp_path):
+    """Tune refuses a restore whose param space has keys the run did not start with (its tuner.pkl lists
+    them). A run started before `batches_per_iteration` existed must still resume: the new key is left
+    out (its trials take the default). A stored key this version lacks is one clear line."""
+    from ray import cloudpickle
+    from ray.tune.utils import flatten_dict
+
+    [grid] = [g for g in experiments.load_file(ROOT / "tune_configs/paper/table2_claim2.py") if g.name == "ant_trpo"]
+    keys = sorted(flatten_dict(grid.config.to_dict()))
+    older = [k for k in keys if k != "batches_per_iteration"]
+    (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": older}))
+    space = experiments._param_space_on_restore(grid, tmp_path)
+    assert sorted(flatten_dict(space)) == older  # what Tune's restore compares (tuner_internal.py)
+    assert space["seed"] == {"grid_search": [0, 1, 2, 3, 4]} and space["env"] == grid.config.env
+    (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": keys + ["retired"]}))
+    with pytest.raises(ValueError, match=r"grid 'ant_trpo' was started with settings this kappa-rllib does not "
+                                         r"have \(retired\): resume it with the version that started it"):
+        experiments._param_space_on_restore(grid, tmp_path)
