@@ -217,9 +217,13 @@ class TRPO(ManifestMixin, SamplerMixin, Algorithm):
                 break  # the last call of the run holds the batches left
             self._trpo_iteration(self.config.train_batch_size)
 
+    def _t_env_steps(self) -> int:
+        """T in env steps of whole batches (env steps beyond the last whole batch are not used)."""
+        return self.config.total_env_steps // self.config.train_batch_size * self.config.train_batch_size
+
     def _t_used_up(self) -> bool:
         sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
-        return sampled >= self.config.total_env_steps // self.config.train_batch_size * self.config.train_batch_size
+        return sampled >= self._t_env_steps()
 
     def step(self):
         result = super().step()
@@ -248,9 +252,8 @@ class TRPO(ManifestMixin, SamplerMixin, Algorithm):
         columns = segment_transitions(segments)
         steps = len(columns[Columns.REWARDS])
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
-        batches = self.config.total_env_steps // self.config.train_batch_size
         overlap = (self.config.overlap_sampling and self.env_runner_group.num_remote_workers() > 0
-                   and lifetime + steps < batches * self.config.train_batch_size)  # a next batch is due
+                   and lifetime + steps < self._t_env_steps())  # a next batch is due
         with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):  # with overlap: the policy step alone
             results = self.learner_group.update(
                 batch=batch, timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: lifetime}, defer_value_fits=overlap,
