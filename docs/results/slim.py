@@ -1,6 +1,7 @@
-"""Copies a grid's finished trials here, cut to what `kappa-rllib report` reads (run from the repo root):
+"""Copies a grid's finished trials into OUT/trials, cut to what `kappa-rllib report` reads:
 
-    python docs/results/table2/slim.py <the grid's storage>/table2_focused
+    python docs/results/slim.py <the grid's storage>/table2_focused docs/results/table2
+    python docs/results/slim.py <the grid's storage>/breakout_1m docs/results/minatar/1m
 
 Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time,
 kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count and mean return.
@@ -11,9 +12,6 @@ import shutil
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).parent / "trials"
-
-
 def slim(row: dict) -> dict:
     runners = row.get("env_runners", {})
     return {"training_iteration": row["training_iteration"], "done": row["done"],
@@ -23,12 +21,12 @@ def slim(row: dict) -> dict:
                                                     "episode_return_mean") if k in runners}}
 
 
-def main(experiment: Path) -> None:
+def main(experiment: Path, out: Path) -> None:
     for result in sorted(experiment.glob("*/*/result.json")):
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
         if not rows or not rows[-1]["done"]:
             continue  # unfinished: not archived
-        target = OUT / result.parent.parent.name / result.parent.name
+        target = out / "trials" / result.parent.parent.name / result.parent.name
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(result.parent / "params.json", target / "params.json")
         (target / "result.json").write_text("".join(json.dumps(slim(r), separators=(",", ":")) + "\n" for r in rows))
@@ -36,4 +34,6 @@ def main(experiment: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if len(sys.argv) != 3:
+        sys.exit("usage: python docs/results/slim.py EXPERIMENT_FOLDER OUT_FOLDER")
+    main(Path(sys.argv[1]), Path(sys.argv[2]))
