@@ -20,7 +20,7 @@ Ant-v2 had 111, whose contact forces are zeros under MuJoCo 2.0 and later (docs/
 Cost: one CPU per trial, two trials at a time on a 2-core machine. Measured (each trial's
 `time_total_s`, summed): the 15 naive trials 6.4 trial-hours (HalfCheetah 2.74, Hopper 1.85, Walker2d
 1.82; 1,009-2,838 s a trial, the slow ones beside a test suite); Ant's TRPO and kappa-VI cells 4.3
-(1,171-2,232 s a trial: ~1,450 env steps/s two at a time); Ant's kappa-PI and naive cells 3.35 (kappa-PI
+(1,171-2,232 s a trial: ~1,450 env steps/s two at a time); Ant's kappa-PI and naive cells 3.36 (kappa-PI
 1.82, 1,112-1,590 s a trial; naive 1.53, 1,013-1,221 s). The whole file: 35 trials, 14.1 trial-hours, ~7 hours
 of 2 cores, run in parts over several sessions. Run it in parts: `--grids` picks cells, `--checkpoint-every 50` keeps at most 50 iterations
 (~51k env steps) to redo after a stop, and `--resume` continues.
