@@ -323,3 +323,49 @@ def test_the_probability_that_the_c_fa_cell_beats_the_naive_one_is_mann_whitneys
     assert "| kappa-pi, 2 envs | 0.62 |" in text  # (0.75 + 0.5) / 2
     assert "Ant-v5" not in text  # no pair there
     assert write_improvement(tables[2:], tmp_path) == []
+
+
+def test_the_env_steps_score_window_takes_the_episodes_of_the_last_tenth_of_env_steps():
+    """By count, a run's last 10% of episodes reaches back as far as its episodes are short early on;
+    the env-steps window takes the episodes reported in the last 10% of its env steps (each episode
+    dated by its result row), at least the last one."""
+    returns = [0.0] * 90 + [5.0] * 9 + [7.0]  # 90 short episodes in the first row, 10 in the last ten rows
+    steps = [100.0] * 90 + [200.0 + 100 * i for i in range(10)]  # rows end at 100, 200, ..., 1100 env steps
+    assert report.final_score(returns) == np.mean([5.0] * 9 + [7.0])  # the last 10 by count
+    # last 10% of 1100 env steps: rows ending above 990, i.e. the row at 1000 and the one at 1100
+    assert report.final_score(returns, window="env-steps", episode_steps=steps, env_steps=1100) == 6.0
+    # no episode reported in the window (a long last episode): the last one
+    assert report.final_score([1.0, 2.0], window="env-steps", episode_steps=[100.0, 500.0], env_steps=1000) == 2.0
+    with pytest.raises(ValueError, match="score window 'steps'"):
+        report.final_score(returns, window="steps")
+
+
+def test_report_scores_by_env_steps_when_asked_and_says_so(tmp_path, capsys):
+    """Two runs of one cell whose early episodes are many and short: by count their score reaches
+    back into the early episodes, by env steps it is the last rows' returns only. The CLI's choices
+    are the report's."""
+    for seed in range(2):
+        trial = tmp_path / "grid" / f"trial_{seed}"
+        trial.mkdir(parents=True)
+        (trial / "params.json").write_text(json.dumps({"env": "Hopper-v5", "seed": seed, "lambda": 1.0, "max_kl": 0.01}))
+        rows = [(1, [-1.0] * 36), *[(i, []) for i in range(2, 10)], (10, [100.0 + seed, 100.0 + seed])]
+        (trial / "result.json").write_text("".join(json.dumps(
+            {"training_iteration": i, "done": i == 10,
+             "env_runners": {"episode_returns": r, "num_env_steps_sampled_lifetime": 1000 * i,
+                             "episode_return_mean": float(np.mean(r)) if r else float("nan")}}) + "\n"
+            for i, r in rows))
+    # by count: the last ceil(3.8) = 4 episodes, two of them -1: (2 x -1 + 2 x (100 + seed)) / 4
+    assert main(["report", str(tmp_path / "grid"), "--out", str(tmp_path / "by_count"), "--bootstrap-reps", "50"]) == 0
+    by_count = {r["seed"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "by_count" / "scores.csv"))}
+    assert by_count == {"0": 49.5, "1": 50.0}
+    assert main(["report", str(tmp_path / "grid"), "--out", str(tmp_path / "by_steps"), "--bootstrap-reps", "50",
+                 "--score-window", "env-steps"]) == 0
+    by_steps = {r["seed"]: float(r["score"]) for r in csv.DictReader(open(tmp_path / "by_steps" / "scores.csv"))}
+    assert by_steps == {"0": 100.0, "1": 101.0}
+    assert "reported in its last 10% of env steps" in (tmp_path / "by_steps" / "table.md").read_text()
+    assert "last 10% of training episodes" in (tmp_path / "by_count" / "table.md").read_text()
+    capsys.readouterr()
+    from kappa_rllib.cli import build_parser
+    [choices] = [a.choices for a in build_parser()._subparsers._group_actions[0].choices["report"]._actions
+                 if a.dest == "score_window"]
+    assert tuple(choices) == report.SCORE_WINDOWS

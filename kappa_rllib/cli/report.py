@@ -21,6 +21,10 @@ def add_parser(sub) -> None:
                           help="also score trials that have not reached their T (running, stopped or failed)")
     report_p.add_argument("--bootstrap-reps", type=positive_int, default=2000,
                           help="stratified-bootstrap repetitions for the IQM CIs (default 2000)")
+    report_p.add_argument("--score-window", choices=("episodes", "env-steps"), default="episodes",
+                          help="a run's score: the mean return of its last 10%% of training episodes by count "
+                               "(episodes, the default, the paper's), or of those reported in its last 10%% of env "
+                               "steps (env-steps: a check where episode lengths change over training)")
 
 
 def main(args) -> int:
@@ -29,7 +33,8 @@ def main(args) -> int:
     notes: list[str] = []
     try:
         paths = report.report(args.folder, args.out, reps=args.bootstrap_reps,
-                              include_unfinished=args.include_unfinished, notes=notes)
+                              include_unfinished=args.include_unfinished, notes=notes,
+                              score_window=args.score_window)
     except (ValueError, OSError) as e:
         return error(one_line(e))
     for table in (p for p in paths if p.name in ("table.md", "adaptive.md")):  # fixed kappas, populations

@@ -21,6 +21,8 @@ nothing, and writes:
 A run's score is the paper's final training performance: the mean raw return of the last 10%
 of its training episodes (at least one), from the per-episode returns every iteration reports
 (`env_runners/episode_returns`; Atari returns are raw full-game scores, not clipped, not per life).
+`score_window="env-steps"` (`--score-window env-steps`) takes instead the episodes reported in the
+run's last 10% of env steps (data.SCORE_RULES).
 """
 
 from __future__ import annotations
@@ -28,26 +30,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from kappa_rllib.report import adaptive
-from kappa_rllib.report.data import LAST_FRACTION, Z95, Cell, Run, final_score
+from kappa_rllib.report.data import LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Z95, Cell, Run, final_score
 from kappa_rllib.report.iqm import IQM_INSTALL, improvement_with_ci, iqm_unavailable, iqm_with_ci, write_improvement, write_iqm
 from kappa_rllib.report.load import load_paper_tables, load_runs
 from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps, write_lower_gamma
 from kappa_rllib.report.tables import EnvTable, build_tables, main_gamma, write_scores, write_tables
 
-__all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "Z95", "build_tables", "final_score",
+__all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "SCORE_RULES", "SCORE_WINDOWS", "Z95", "build_tables", "final_score",
            "improvement_with_ci", "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
            "write_curves", "write_heatmaps", "write_improvement", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "_mean_band"]
 
 
 def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
-           notes: list | None = None) -> list[Path]:
+           notes: list | None = None, score_window: str = "episodes") -> list[Path]:
     """Writes every output for the Tune results under `root` into `out` (default: root/report);
     returns the paths written. Trials that have not reported `done` (still running, stopped or
     failed) are left out of everything but scores.csv unless `include_unfinished`.
     Raises ValueError if `root` holds no trial results. If rliable cannot be imported, the IQM files
     are skipped, everything else is written, and one line saying why is appended to `notes`. A bucket URI `root` (s3://...) is read
-    through a local mirror of its result files, `out`/results (`out` default: ./<name>_report)."""
+    through a local mirror of its result files, `out`/results (`out` default: ./<name>_report).
+    `score_window`: which episodes score a run (data.SCORE_WINDOWS), "episodes" as the paper."""
     from kappa_rllib import storage
+
+    if score_window not in SCORE_WINDOWS:
+        raise ValueError(f"score window {score_window!r}: one of {', '.join(SCORE_WINDOWS)}")
 
     if storage.is_uri(root):
         out = Path(out) if out else Path(str(root).rstrip("/").rsplit("/", 1)[-1] + "_report")
@@ -58,6 +64,8 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     runs = load_runs(root)
     if not runs:
         raise ValueError(f"{root}: no trial results found (no params.json + result.json)")
+    for run in runs:
+        run.score_window = score_window
     out = Path(out) if out else root / "report"
     out.mkdir(parents=True, exist_ok=True)
     paths = [write_scores(runs, out, root)]
@@ -70,11 +78,12 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     members = [r for r in runs if r.population]  # adaptive kappa: reported apart (report/adaptive.py)
     runs = [r for r in runs if not r.population]
     if members:
-        paths += adaptive.write(members, runs, out)
+        paths += adaptive.write(members, runs, out, score_window)
         if not runs:
             return paths
     tables = build_tables(runs)
-    paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished)
+    paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished,
+                          score_window=score_window)
     missing = iqm_unavailable()
     if missing is None:
         paths += write_iqm(tables, out, reps)

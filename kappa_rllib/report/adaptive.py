@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Cell, Run, _pyplot, _safe
+from kappa_rllib.report.data import SCORE_RULES, Cell, Run, _pyplot, _safe
 
 
 def _fmt(cell: Cell, extra: str = "") -> str:
@@ -42,12 +42,12 @@ def _fixed_cells(fixed: list[Run], like: Run) -> tuple[Cell | None, Cell | None]
     return best, Cell(np.asarray(ones), 1.0) if ones else None
 
 
-def write(members: list[Run], fixed: list[Run], out: Path) -> list[Path]:
+def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "episodes") -> list[Path]:
     plt = _pyplot()
     paths, lines, rows_csv = [], [
         "# Adaptive kappa: populations against fixed kappa",
         "",
-        "Score of a run: mean return over its last 10% of training episodes. Members: mean +- 1.96 std / sqrt(n) "
+        f"Score of a run: {SCORE_RULES[score_window]}. Members: mean +- 1.96 std / sqrt(n) "
         "over the population's members. Fixed kappa: the best kappa's mean +- 1.96 std / sqrt(n) over seeds.",
         "",
         "| env | population | members | best member (its kappa at the end) | members | best fixed kappa | kappa = 1 |",

@@ -13,6 +13,15 @@ import numpy as np
 
 LAST_FRACTION = 0.1  # the paper's "final training performance": the last 10% of episodes
 Z95 = 1.96
+# Which episodes are "the last 10%" (`kappa-rllib report --score-window`). "episodes" (the default, the
+# paper's wording): the last 10% by count. "env-steps": those reported in the run's last 10% of env
+# steps. They differ when episode lengths change over training: a run whose early episodes are many
+# and short (a policy that falls at once) has a last 10% by count that reaches far back into training
+# (docs/results/table2/README.md, Ant's naive cell).
+SCORE_WINDOWS = ("episodes", "env-steps")
+SCORE_RULES = {"episodes": "mean return over its last 10% of training episodes",
+               "env-steps": "mean return of the training episodes reported in its last 10% of env steps "
+                            "(at least its last episode)"}
 
 
 @dataclasses.dataclass
@@ -39,10 +48,15 @@ class Run:
     # RLlib's periodic evaluation (evaluation/env_runners/episode_return_mean) at each report, nan before
     # the first; None if the run was not evaluated
     eval_curve: np.ndarray | None = None
+    # the env-step count of the result row that reported each episode (the row's end: an episode ends
+    # within its row's env steps); needed by the "env-steps" score window only
+    episode_steps: np.ndarray | None = None
+    score_window: str = "episodes"  # SCORE_WINDOWS; set before the first `score` (it is cached)
 
     @functools.cached_property
     def score(self) -> float:
-        return final_score(self.episode_returns)
+        return final_score(self.episode_returns, window=self.score_window, episode_steps=self.episode_steps,
+                           env_steps=self.env_steps)
 
     @property
     def is_baseline(self) -> bool:
@@ -54,13 +68,26 @@ class Run:
         return self.variant == "plain" and self.lambda_ is not None and self.lambda_ < 1.0
 
 
-def final_score(episode_returns) -> float:
-    """Mean of the last 10% of a run's episode returns (at least one episode); nan if none."""
+def final_score(episode_returns, window: str = "episodes", episode_steps=None, env_steps: int | None = None) -> float:
+    """A run's score (SCORE_RULES[window]); nan if it has no episode.
+
+    "episodes": the mean of the last ceil(10%) of its episode returns (at least one).
+    "env-steps": the mean of the returns whose `episode_steps` (the env steps of the result row that
+    reported them) exceed 90% of `env_steps`, the run's last count; at least the last episode.
+    """
     returns = np.asarray(episode_returns, dtype=float)
     if returns.size == 0:
         return float("nan")
-    k = max(1, int(math.ceil(LAST_FRACTION * returns.size)))
-    return float(returns[-k:].mean())
+    if window == "episodes":
+        k = max(1, int(math.ceil(LAST_FRACTION * returns.size)))
+        return float(returns[-k:].mean())
+    if window != "env-steps":
+        raise ValueError(f"score window {window!r}: one of {', '.join(SCORE_WINDOWS)}")
+    steps = np.asarray(episode_steps, dtype=float)
+    if steps.shape != returns.shape or env_steps is None:
+        raise ValueError("the env-steps score window needs each episode's env steps and the run's last count")
+    last = steps > (1.0 - LAST_FRACTION) * env_steps
+    return float(returns[last].mean()) if last.any() else float(returns[-1])
 
 
 @dataclasses.dataclass

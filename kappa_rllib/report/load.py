@@ -48,14 +48,16 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
             rows.append(row)
     if not rows:
         return None
-    episode_returns, steps, curve, kappas, variant, evaluated = [], [], [], [], "plain", []
+    episode_returns, episode_steps, steps, curve, kappas, variant, evaluated = [], [], [], [], [], "plain", []
     for row in rows:
         evaluated.append(row.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", float("nan")))
         kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
         runners = row.get("env_runners", {})
         finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
-        episode_returns.extend(finished if isinstance(finished, list) else [finished])
+        finished = finished if isinstance(finished, list) else [finished]
+        episode_returns.extend(finished)
         steps.append(runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime", 0)))
+        episode_steps.extend([steps[-1]] * len(finished))
         curve.append(runners.get("episode_return_mean", float("nan")))
         variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
     family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
@@ -76,6 +78,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         lambda_=lambda_,
         seed=int(params.get("seed") or 0),
         episode_returns=[float(r) for r in episode_returns],
+        episode_steps=np.asarray(episode_steps, dtype=float),
         steps=np.asarray(steps, dtype=float),
         curve=np.asarray(curve, dtype=float),
         eval_curve=np.asarray(evaluated, dtype=float) if np.isfinite(evaluated).any() else None,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Cell, Run
+from kappa_rllib.report.data import SCORE_RULES, Cell, Run
 
 
 PAPER_C_FA = {"dqn": 0.05, "trpo": 0.2}  # the C_FA of the paper's Tables 1 and 2 (at gamma 0.99)
@@ -178,12 +178,13 @@ def _table_lines(tables: list[EnvTable], paper: dict):
             yield t, label, variant or "-", cols
 
 
-def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0) -> list[Path]:
+def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0,
+                 score_window: str = "episodes") -> list[Path]:
     base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
           "",
-          "Score of a run: mean return over its last 10% of training episodes. Cells: mean +- 1.96 std / sqrt(n) "
+          f"Score of a run: {SCORE_RULES[score_window]}. Cells: mean +- 1.96 std / sqrt(n) "
           "over seeds (n seeds). **Bold**: the best cell of the environment and every cell whose interval "
           "overlaps it. `paper:` the paper's Table 1/2 value for the same cell (MuJoCo v2 there, v5 here).",
           ""]
