@@ -86,8 +86,8 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
                           score_window=score_window)
     missing = iqm_unavailable()
     if missing is None:
-        paths += write_iqm(tables, out, reps)
-        paths += write_improvement(tables, out, reps)
+        paths += write_iqm(tables, out, reps, score_window)
+        paths += write_improvement(tables, out, reps, score_window)
     elif notes is not None:
         notes.append(f"iqm.md/iqm.csv skipped: rliable does not import ({missing}); install a working set "
                      f"with: {IQM_INSTALL}")

@@ -3,8 +3,8 @@
 For every population (a Tune experiment whose folder holds PBT's `pbt_global.txt`) and env:
   * `adaptive_<env>_<population>.png`: each member's kappa over env steps (what PBT / PB2 gave it)
     above its learning curve;
-  * `adaptive.md` / `adaptive.csv`: the best member's score (the mean return of its last 10% of
-    episodes, kappa_rllib.report.data.final_score) and the members' mean +- 95% CI, beside the best
+  * `adaptive.md` / `adaptive.csv`: the best member's score (kappa_rllib.report.data.final_score: the
+    mean return of its last 10% of episodes, or of its last 10% of env steps with `--score-window`) and the members' mean +- 95% CI, beside the best
     fixed kappa of the same family and variant in the same report (mean +- 95% CI over seeds) and
     the kappa = 1 baseline if present.
 A member restored from another member's checkpoint continues that member's counters, so its curve

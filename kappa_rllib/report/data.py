@@ -6,7 +6,6 @@ the paper's score of a run, and the plotting helpers. The report package imports
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
@@ -51,12 +50,19 @@ class Run:
     # the env-step count of the result row that reported each episode (the row's end: an episode ends
     # within its row's env steps); needed by the "env-steps" score window only
     episode_steps: np.ndarray | None = None
-    score_window: str = "episodes"  # SCORE_WINDOWS; set before the first `score` (it is cached)
+    score_window: str = "episodes"  # SCORE_WINDOWS
+    _scores: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # per window
 
-    @functools.cached_property
+    @property
     def score(self) -> float:
-        return final_score(self.episode_returns, window=self.score_window, episode_steps=self.episode_steps,
-                           env_steps=self.env_steps)
+        if self.score_window not in self._scores:
+            try:
+                self._scores[self.score_window] = final_score(
+                    self.episode_returns, window=self.score_window, episode_steps=self.episode_steps,
+                    env_steps=self.env_steps)
+            except ValueError as e:
+                raise ValueError(f"{self.path}: {e}") from None
+        return self._scores[self.score_window]
 
     @property
     def is_baseline(self) -> bool:
@@ -83,9 +89,10 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
         return float(returns[-k:].mean())
     if window != "env-steps":
         raise ValueError(f"score window {window!r}: one of {', '.join(SCORE_WINDOWS)}")
-    steps = np.asarray(episode_steps, dtype=float)
-    if steps.shape != returns.shape or env_steps is None:
-        raise ValueError("the env-steps score window needs each episode's env steps and the run's last count")
+    steps = np.asarray(episode_steps if episode_steps is not None else [], dtype=float)
+    if steps.shape != returns.shape or not env_steps or not np.isfinite(steps).all():
+        raise ValueError("the env-steps score window needs the env-step count (num_env_steps_sampled_lifetime) "
+                         "of every result row that reports episodes, and of the last row")
     last = steps > (1.0 - LAST_FRACTION) * env_steps
     return float(returns[last].mean()) if last.any() else float(returns[-1])
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kappa_rllib.report.data import SCORE_RULES
 from kappa_rllib.report.tables import EnvTable, _param_name
 
 
@@ -36,8 +37,13 @@ def iqm_with_ci(score_dict: dict, reps: int = 2000, seed: int = 0) -> dict:
     return {k: (float(points[k][0]), float(intervals[k][0][0]), float(intervals[k][1][0])) for k in score_dict}
 
 
-def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000) -> list[Path]:
-    lines = ["# Interquartile mean (rliable), 95% stratified-bootstrap CIs", "",
+def _window_note(score_window: str) -> list[str]:
+    """A line naming the score rule where it is not the paper's (the default files stay as they were)."""
+    return [] if score_window == "episodes" else [f"Score of a run: {SCORE_RULES[score_window]}.", ""]
+
+
+def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000, score_window: str = "episodes") -> list[Path]:
+    lines = ["# Interquartile mean (rliable), 95% stratified-bootstrap CIs", "", *_window_note(score_window),
              "| env | cell | IQM | 95% CI | n |", "|---|---|---|---|---|"]
     rows_csv = []
     per_env: dict = defaultdict(dict)
@@ -87,7 +93,7 @@ def improvement_with_ci(pairs: dict, reps: int = 2000, seed: int = 0) -> dict:
     return {k: (float(points[k][0]), float(intervals[k][0][0]), float(intervals[k][1][0])) for k in pairs}
 
 
-def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000) -> list[Path]:
+def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score_window: str = "episodes") -> list[Path]:
     """`improvement.md`: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive
     N_kappa = T: for each env and kappa variant with both cells, P(kappa_best cell > naive cell) with its
     95% CI, and over the envs where every pair has the same number of seeds. Nothing if no table has both."""
@@ -107,7 +113,7 @@ def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000) -> li
              "P(C_FA > naive): the probability that a run of the C_FA cell (kappa_best, N_kappa from C_FA) "
              "ends above a run of the naive cell (N_kappa = T at its best kappa), rliable's probability of "
              "improvement with its 95% stratified-bootstrap CI. 0.5: no difference; a CI above 0.5: C_FA better.",
-             "", "| env | variant | C_FA cell: kappa (mean, n) | naive cell: kappa (mean, n) | P(C_FA > naive) | 95% CI |",
+             "", *_window_note(score_window), "| env | variant | C_FA cell: kappa (mean, n) | naive cell: kappa (mean, n) | P(C_FA > naive) | 95% CI |",
              "|---|---|---|---|---|---|"]
     for key, (p, lo, hi) in improvement_with_ci(pairs, reps).items():
         lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")

@@ -56,8 +56,10 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
         finished = finished if isinstance(finished, list) else [finished]
         episode_returns.extend(finished)
-        steps.append(runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime", 0)))
-        episode_steps.extend([steps[-1]] * len(finished))
+        count = runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime"))
+        steps.append(count or 0)
+        # a row that reports episodes has sampled env steps: no count (or RLlib's 0 for one it lacks) is unknown
+        episode_steps.extend([count or math.nan] * len(finished))
         curve.append(runners.get("episode_return_mean", float("nan")))
         variant = {"pi": "kappa-pi", "vi": "kappa-vi"}.get(row.get("kappa", {}).get("variant"), variant)
     family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
