@@ -9,8 +9,8 @@ Grids (T = 1,000,000 env steps per trial, 5 seeds):
     breakout_1m_kappa_vi_dqn   kappa 0.68           5 trials
     breakout_1m_naive_kappa_pi_dqn  kappa 0.84, N_kappa = T   5 trials
 Cost: 20 trials, 20M env steps. Measured on the project's 2-core machine, two trials at a time: a DQN
-trial took 1,690 s for 1M env steps (~590 env steps/s; the 250k grid's ~850-940 a trial did not hold at
-1M, with a full 100k replay); kappa-VI makes as many updates, kappa-PI and the naive schedule twice as
+trial took 1,690 s for 1M env steps (~590 env steps/s, beside report runs; the 250k grid's trials ran at
+~800-940, cause of the difference not measured); kappa-VI makes as many updates, kappa-PI and the naive schedule twice as
 many, so ~7 hours of 2 cores in all. Run it in parts with `--resume` (`--grids` picks cells).
 The 250k result (docs/results/minatar/): DQN 4.4 +- 0.2, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.2 (0.84).
 
