@@ -27,6 +27,16 @@ def add_parser(sub) -> None:
                                "steps (env-steps: a check where episode lengths change over training)")
 
 
+def main_with_defaults(folder) -> int:
+    """`kappa-rllib report FOLDER` with every option at its default (`tune --report`): the defaults are the
+    parser's, so a new option cannot be missing from a namespace built by hand."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="kappa-rllib")
+    add_parser(parser.add_subparsers())
+    return main(parser.parse_args(["report", str(folder)]))
+
+
 def main(args) -> int:
     from kappa_rllib import report
 

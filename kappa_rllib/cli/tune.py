@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -146,7 +145,6 @@ def main(args) -> int:
         return EXIT_INTERRUPTED
     print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
     if args.report:
-        return report_verb.main(argparse.Namespace(folder=str(storage), out=None, bootstrap_reps=2000,
-                                                   include_unfinished=False))
+        return report_verb.main_with_defaults(storage)
     print(f"[tune] tables and plots: kappa-rllib report {storage}")
     return 1 if errors else 0
