@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kappa_rllib.report import adaptive
-from kappa_rllib.report.data import LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Z95, Cell, Run, final_score
+from kappa_rllib.report.data import LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Z95, Cell, Run, check_score_window, final_score
 from kappa_rllib.report.iqm import IQM_INSTALL, improvement_with_ci, iqm_unavailable, iqm_with_ci, write_improvement, write_iqm
 from kappa_rllib.report.load import load_paper_tables, load_runs
 from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps, write_lower_gamma
@@ -52,8 +52,7 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     `score_window`: which episodes score a run (data.SCORE_WINDOWS), "episodes" as the paper."""
     from kappa_rllib import storage
 
-    if score_window not in SCORE_WINDOWS:
-        raise ValueError(f"score window {score_window!r}: one of {', '.join(SCORE_WINDOWS)}")
+    check_score_window(score_window)
 
     if storage.is_uri(root):
         out = Path(out) if out else Path(str(root).rstrip("/").rsplit("/", 1)[-1] + "_report")

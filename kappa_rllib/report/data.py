@@ -74,6 +74,11 @@ class Run:
         return self.variant == "plain" and self.lambda_ is not None and self.lambda_ < 1.0
 
 
+def check_score_window(window: str) -> None:
+    if window not in SCORE_WINDOWS:
+        raise ValueError(f"score window {window!r}: one of {', '.join(SCORE_WINDOWS)}")
+
+
 def final_score(episode_returns, window: str = "episodes", episode_steps=None, env_steps: int | None = None) -> float:
     """A run's score (SCORE_RULES[window]); nan if it has no episode.
 
@@ -87,8 +92,7 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
     if window == "episodes":
         k = max(1, int(math.ceil(LAST_FRACTION * returns.size)))
         return float(returns[-k:].mean())
-    if window != "env-steps":
-        raise ValueError(f"score window {window!r}: one of {', '.join(SCORE_WINDOWS)}")
+    check_score_window(window)
     steps = np.asarray(episode_steps if episode_steps is not None else [], dtype=float)
     if steps.shape != returns.shape or not env_steps or not np.isfinite(steps).all():
         raise ValueError("the env-steps score window needs the env-step count (num_env_steps_sampled_lifetime) "
