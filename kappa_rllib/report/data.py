@@ -84,7 +84,8 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
 
     "episodes": the mean of the last ceil(10%) of its episode returns (at least one).
     "env-steps": the mean of the returns whose `episode_steps` (the env steps of the result row that
-    reported them) exceed 90% of `env_steps`, the run's last count; at least the last episode.
+    reported them) exceed 90% of `env_steps`, the run's last count, on the timeline that count ends (a
+    PBT member's before it took a donor's checkpoint are not); at least the last episode.
     """
     returns = np.asarray(episode_returns, dtype=float)
     if returns.size == 0:
@@ -97,7 +98,10 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
     if steps.shape != returns.shape or not env_steps or not np.isfinite(steps).all():
         raise ValueError("the env-steps score window needs the env-step count (num_env_steps_sampled_lifetime) "
                          "of every result row that reports episodes, and of the last row")
-    last = steps > (1.0 - LAST_FRACTION) * env_steps
+    # a PBT member's count may jump back where it took a donor's checkpoint: only episodes that no later
+    # episode undercuts are on the timeline that ends at `env_steps` (a monotone run keeps them all)
+    on_last_timeline = steps <= np.minimum.accumulate(steps[::-1])[::-1]
+    last = (steps > (1.0 - LAST_FRACTION) * env_steps) & on_last_timeline
     return float(returns[last].mean()) if last.any() else float(returns[-1])
 
 

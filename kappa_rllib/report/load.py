@@ -32,7 +32,8 @@ def load_runs(root) -> list[Run]:
 
 def _load_run(params_file: Path, result_file: Path) -> Run | None:
     params = json.loads(params_file.read_text())
-    rows = []
+    population = _population(result_file.parent.parent)
+    rows, timeline = [], 0  # timeline: the first row since the member last took another member's checkpoint
     for line in result_file.read_text().splitlines():
         line = line.strip()
         if line:
@@ -40,10 +41,13 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
+            if population and _from_another_members_checkpoint(row, rows[timeline:]):
+                timeline = len(rows)  # its rows so far are its own past (report/adaptive.py): kept
             # A trial resumed from a checkpoint older than its last result (`tune --resume` after a
             # Ctrl-C or a crash) reports those iterations again: the resumed ones replace the rows
             # (and episodes) of the timeline that was rolled back.
-            while rows and row.get("training_iteration", math.inf) <= rows[-1].get("training_iteration", -math.inf):
+            while len(rows) > timeline and (row.get("training_iteration", math.inf)
+                                            <= rows[-1].get("training_iteration", -math.inf)):
                 rows.pop()
             rows.append(row)
     if not rows:
@@ -87,8 +91,40 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         env_steps=int(steps[-1]) if steps else 0,
         done=bool(rows[-1].get("done", False)),
         kappa_path=np.asarray(kappas, dtype=float),
-        population=_population(result_file.parent.parent),
+        population=population,
     )
+
+
+def _from_another_members_checkpoint(row: dict, timeline: list[dict]) -> bool:
+    """Whether a PBT / PB2 member's `row` is the first after Tune restored it from another member's
+    checkpoint (an exploit), not from its own (`tune --resume`, a retry).
+
+    Tune's Trainable keeps its clock in the checkpoint, so a restored row's time_total_s less its
+    time_this_iter_s is the checkpoint's time_total_s: the member's own row of the iteration before
+    has exactly that time if the checkpoint is its own, and so has its restored row of the same iteration
+    if it took that checkpoint before (a `--resume` before its first checkpoint of its own). (Tune's pbt_global.txt cannot say it: it logs
+    decisions, some never applied, and the iterations it logs are the last results, not the
+    checkpoints'.) A restart from scratch (iteration 1) or a row without Tune's counters is a resume."""
+    iteration = row.get("training_iteration")
+    if row.get("iterations_since_restore") != 1 or not timeline or not isinstance(iteration, int) or iteration <= 1:
+        return False
+    try:
+        start = float(row["time_total_s"]) - float(row["time_this_iter_s"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    def same(t) -> bool:
+        return math.isclose(float(t), start, rel_tol=1e-9, abs_tol=1e-9)
+
+    for r in timeline:
+        try:
+            if r.get("training_iteration") == iteration - 1 and same(r["time_total_s"]):
+                return False  # its own checkpoint
+            if (r.get("training_iteration") == iteration and r.get("iterations_since_restore") == 1
+                    and same(float(r["time_total_s"]) - float(r["time_this_iter_s"]))):
+                return False  # the checkpoint it was restored from before (a resume soon after an exploit)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return True
 
 
 def _population(experiment: Path) -> str | None:
