@@ -48,6 +48,9 @@ def write_manifest(path, algorithm) -> None:
         "format": FORMAT,
         "algorithm": type(algorithm).__name__,
         "training_iteration": int(getattr(algorithm, "iteration", 0) or 0),
+        # Tune's clock at the save: a resume that kappa_rllib.faults points at this checkpoint restores it
+        # (Trainable.restore reads time_total_s from the checkpoint's metrics; without it the clock restarts at 0)
+        "time_total_s": float(getattr(algorithm, "_time_total", 0.0) or 0.0),
         "env_steps": int(env_steps),
         "files": _files(path),
     }

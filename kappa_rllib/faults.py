@@ -430,8 +430,12 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
             usable = False
         if usable and not (own and Path(named).name < found.name):
             continue  # a whole checkpoint of its own that is not older, or another trial's (PBT's exploit)
-        iteration = checkpoints.check(found).get("training_iteration", 0)
-        result = _TrainingResult(checkpoint=Checkpoint(str(found)), metrics={"training_iteration": iteration})
+        manifest = checkpoints.check(found)
+        iteration = manifest.get("training_iteration", 0)
+        metrics = {"training_iteration": iteration}  # what Trainable.restore reads back: the iteration and the clock
+        if "time_total_s" in manifest:  # (checkpoints written before the manifest carried it: the clock restarts)
+            metrics["time_total_s"] = manifest["time_total_s"]
+        result = _TrainingResult(checkpoint=Checkpoint(str(found)), metrics=metrics)
         manager._checkpoint_results = [r for r in manager._checkpoint_results
                                        if r.checkpoint is not None and Path(r.checkpoint.path).exists()]
         manager._checkpoint_results.append(result)

@@ -169,6 +169,7 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     (trial_dir,) = [p for p in grid_dir.iterdir() if p.is_dir()]
     last_whole = checkpoints.latest(trial_dir)
     kept = checkpoints.check(last_whole)["training_iteration"]
+    clock = checkpoints.check(last_whole)["time_total_s"]  # Tune's clock at that save
     assert kept >= 6
     for later in sorted(trial_dir.glob("checkpoint_*")):
         if later.name > last_whole.name:  # the save the disk cut short: never taken for a checkpoint
@@ -194,6 +195,10 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     seen = ([(r["training_iteration"], r["iterations_since_restore"]) for r in rows], sorted(os.listdir(grid_dir)),
             [x for x in out.stderr.splitlines() if "[tune]" in x or "dirname" in x or "Error" in x])
     assert restarts[-1] == kept + 1, seen  # --resume went on from the newest whole checkpoint
+    # and with Tune's clock where that checkpoint left it (the manifest carries it; before, it restarted at 0)
+    first = max(i for i, r in enumerate(rows) if r["iterations_since_restore"] == 1)
+    assert clock > 0
+    assert rows[first]["time_total_s"] - rows[first]["time_this_iter_s"] == pytest.approx(clock, abs=1e-6)
     assert rows[-1]["done"] and rows[-1]["kappa"]["env_steps"] == T
     assert sum(r.get("done", False) for r in rows) == 1
     report = subprocess.run([*CLI, "report", str(small_disk / "disk")], cwd=ROOT, capture_output=True, text=True)

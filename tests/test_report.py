@@ -4,6 +4,7 @@ import csv
 import json
 import math
 import os
+import time
 
 import matplotlib.image
 import numpy as np
@@ -126,102 +127,108 @@ def test_a_resumed_trials_replayed_iterations_replace_the_rolled_back_ones(tmp_p
     assert run.done and run.env_steps == 500 and run.score == 50.0
 
 
+def _member_rows(path, rows):
+    """A population member's result.json: (iteration, iterations since restore, time_total_s, time_since_restore,
+    env steps, returns) a row, with Tune's counters as its Trainable reports them."""
+    path.write_text("".join(json.dumps(
+        {"training_iteration": i, "iterations_since_restore": since, "time_total_s": total, "time_since_restore": run,
+         "time_this_iter_s": 1.0, "kappa": {"variant": "pi", "kappa": 0.84}, "done": False,
+         "env_runners": {"episode_returns": r, "num_env_steps_sampled_lifetime": n,
+                         "episode_return_mean": float(np.mean(r))}}) + "\n" for i, since, total, run, n, r in rows))
+
+
 def test_a_pbt_member_keeps_its_rows_before_a_donor_checkpoint_and_a_resume_rolls_back_only_after_it(tmp_path):
-    """Member 1 of a population reports iterations 1-5 on its own (Tune's clock at 1.0 ... 5.0 s), then takes
-    member 0's checkpoint of iteration 2 (whose clock reads 2.5 s) and reports 3 4 on the donor's counters.
-    `--resume` restores that checkpoint again (3 4 5), and later its own checkpoint of iteration 4 (5 again).
-    Its own first five rows stay (its episodes are its own); each resume replaces what it rolls back."""
+    """Member 1 of a population reports iterations 1-5 on its own (Tune's clock at 1 ... 5 s), then goes on from
+    member 0's checkpoint of iteration 2 (its clock at 2.5 s): 3 4 on the donor's counters. `--resume` restores
+    that checkpoint again (3 4 5, the first row cut short), and later its own checkpoint of iteration 4 (its clock
+    at 4.75 s): 5 again. Its own first five rows stay (its episodes are its own); each resume replaces what it
+    rolls back, even when the resumed stretch's first row is missing."""
     population = tmp_path / "pbt"
     trial = population / "member1"
     trial.mkdir(parents=True)
     (population / "kappa_population.json").write_text("{}")
     (trial / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
-    # (iteration, iterations since restore, time_total_s, time_this_iter_s, env steps, returns)
-    rows = [(1, 1, 1.0, 1.0, 100, [1.0]), (2, 2, 2.0, 1.0, 200, [2.0]), (3, 3, 3.0, 1.0, 300, [3.0]),
-            (4, 4, 4.0, 1.0, 400, [4.0]), (5, 5, 5.0, 1.0, 500, [5.0]),
-            (3, 1, 3.5, 1.0, 230, [30.0]), (4, 2, 4.5, 1.0, 330, [40.0]),  # the donor's checkpoint (2.5 s)
-            (3, 1, 3.75, 1.25, 230, [300.0]), (4, 2, 4.75, 1.0, 330, [400.0]), (5, 3, 5.75, 1.0, 430, [500.0]),
-            (5, 1, 5.75, 1.0, 430, [5000.0])]  # --resume from its own checkpoint of iteration 4 (4.75 s)
-    (trial / "result.json").write_text("".join(json.dumps(
-        {"training_iteration": i, "iterations_since_restore": since, "time_total_s": total, "time_this_iter_s": this,
-         "kappa": {"variant": "pi", "kappa": 0.84}, "done": r == [5000.0],
-         "env_runners": {"episode_returns": r, "num_env_steps_sampled_lifetime": n,
-                         "episode_return_mean": float(np.mean(r))}}) + "\n" for i, since, total, this, n, r in rows))
+    _member_rows(trial / "result.json", [
+        (1, 1, 1.0, 1.0, 100, [1.0]), (2, 2, 2.0, 2.0, 200, [2.0]), (3, 3, 3.0, 3.0, 300, [3.0]),
+        (4, 4, 4.0, 4.0, 400, [4.0]), (5, 5, 5.0, 5.0, 500, [5.0]),
+        (3, 1, 3.5, 1.0, 230, [30.0]), (4, 2, 4.5, 2.0, 330, [40.0]),  # the donor's checkpoint (2, 2.5 s)
+        (4, 2, 4.75, 2.25, 330, [400.0]), (5, 3, 5.75, 3.25, 430, [500.0]),  # --resume from it (row 3 lost)
+        (5, 1, 5.75, 1.0, 430, [5000.0])])  # --resume from its own checkpoint of iteration 4 (4.75 s)
     [run] = report.load_runs(tmp_path)
     assert run.population == "pbt"
-    assert run.episode_returns == [1.0, 2.0, 3.0, 4.0, 5.0, 300.0, 400.0, 5000.0]
-    assert run.steps.tolist() == [100, 200, 300, 400, 500, 230, 330, 430] and run.env_steps == 430 and run.done
-    assert run.score == 5000.0  # the last 10% of 8 episodes: the last one
-    from kappa_rllib.report.adaptive import _gaps  # its curve is drawn in two pieces, not with a line back
-    x, y = _gaps(run.steps, run.curve)
-    np.testing.assert_array_equal(x, [100, 200, 300, 400, 500, np.nan, 230, 330, 430])
-    np.testing.assert_array_equal(y, [1, 2, 3, 4, 5, np.nan, 300, 400, 5000])
-    # the last 10% of env steps (> 387) on the timeline that ends at 430: not 400 and 500, before the jump
+    assert run.episode_returns == [1.0, 2.0, 3.0, 4.0, 5.0, 400.0, 5000.0]
+    assert run.steps.tolist() == [100, 200, 300, 400, 500, 330, 430] and run.env_steps == 430
+    assert run.timelines == (5,) and run.last_timeline == 5
+    assert run.score == 5000.0  # the last 10% of 7 episodes: the last one
+    # the last 10% of env steps (> 387) since the donor's checkpoint: 500 before it counted other steps
     run.score_window = "env-steps"
     assert run.score == 5000.0
-    assert report.final_score([5.0, 6.0, 7.0], window="env-steps", episode_steps=[500, 400, 430], env_steps=430) == 6.5
+    assert report.final_score([5.0, 6.0, 7.0], window="env-steps", episode_steps=[400, 395, 430], env_steps=430,
+                              first=1) == 6.5
     # outside a population the jump reads as a resume, as before: the member's own rows 3 4 5 are lost
     (population / "kappa_population.json").unlink()
-    assert report.load_runs(tmp_path)[0].episode_returns == [1.0, 2.0, 300.0, 400.0, 5000.0]
+    assert report.load_runs(tmp_path)[0].episode_returns == [1.0, 2.0, 400.0, 5000.0]
 
 
-def test_a_real_pbt_member_that_takes_an_older_checkpoint_keeps_every_row_it_reported(tmp_path):
-    """Tune's PBT (asynchronous, as `kappa-rllib tune` runs it) on two members: member 0 scores higher
-    and steps slowly, so member 1, ahead of it, takes member 0's checkpoints, older than its own iteration.
-    Nothing is resumed, so every row Tune wrote is the member's own: the loader keeps them all."""
-    import time
+def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replace_theirs(tmp_path):
+    """Tune's own Trainable, restored the ways Tune restores it: PBT's exploit (pbt.py gives the donor's
+    checkpoint with the donor's last result as its metrics), a `--resume` (its own checkpoint, its own
+    result), and kappa-rllib's --resume repair (faults.py: the metrics from the checkpoint's manifest, as
+    they were before the manifest carried the clock, and as they are now). Rows are what train() returns."""
+    import itertools
 
-    import ray
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
 
-    flag = tmp_path / "member_0_saved"
+    returns = itertools.count()
 
     class Member(tune.Trainable):
         def setup(self, config):
-            self.index, self.count = int(self.trial_id.rsplit("_", 1)[-1]), 0
+            self.count, self.pause = 0, config["pause"]
 
         def step(self):
-            time.sleep(0.2 if self.index == 0 else 0.03)
-            if self.index == 0 and self.iteration in (0, 2):  # member 1 runs ahead; member 0's first checkpoint
-                time.sleep(1.5)  # (iteration 2) stays its newest a while
-            if self.index == 1 and self.iteration == 6:  # then waits for that checkpoint, which PBT gives it
-                while not flag.exists():
-                    time.sleep(0.05)
-                time.sleep(0.3)  # for Tune to take the checkpoint in
-            self.count += 10
-            ret = 100.0 * (self.index + 1) + self.iteration  # unique per member and iteration
-            return {"score": float(1 - self.index), "env_runners": {
+            time.sleep(self.pause)  # members' clocks differ
+            self.count += 100
+            ret = float(next(returns))
+            return {"kappa": {"variant": "pi", "kappa": 0.84}, "env_runners": {
                 "episode_returns": [ret], "num_env_steps_sampled_lifetime": self.count, "episode_return_mean": ret}}
 
         def save_checkpoint(self, checkpoint_dir):
-            if self.index == 0:
-                flag.touch()
             return {"count": self.count}
 
         def load_checkpoint(self, checkpoint):
             self.count = checkpoint["count"]
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        pbt = PopulationBasedTraining(time_attr="training_iteration", metric="score", mode="max",
-                                      perturbation_interval=2, quantile_fraction=0.5, synch=False,
-                                      hyperparam_mutations={"x": [1, 2]})
-        tune.Tuner(Member, param_space={"x": 1, "env": BREAKOUT},
-                   tune_config=tune.TuneConfig(scheduler=pbt, num_samples=2),
-                   run_config=tune.RunConfig(name="pbt", storage_path=str(tmp_path), verbose=0,
-                                             stop={"training_iteration": 10})).fit()
-    finally:
-        ray.shutdown()
-    written = {str(result.parent): [json.loads(line) for line in result.read_text().splitlines()]
-               for result in (tmp_path / "pbt").glob("*/result.json")}
-    [back] = [rows for rows in written.values() if rows[0]["trial_id"].endswith("_00001")]
-    its = [row["training_iteration"] for row in back]
-    assert any(b <= a for a, b in zip(its, its[1:])), its  # member 1 went back at least once
-    runs = report.load_runs(tmp_path)
-    assert len(runs) == 2 and all(r.population == "pbt" for r in runs)
-    for r in runs:
-        assert r.episode_returns == [x for row in written[r.path] for x in row["env_runners"]["episode_returns"]]
+    def restored(saved, metrics=None):
+        member = Member(config={"pause": 0.002})
+        member.restore(_TrainingResult(checkpoint=Checkpoint(saved.checkpoint.path),
+                                       metrics=saved.metrics if metrics is None else metrics))
+        return member
+
+    donor, member, rows = Member(config={"pause": 0.005}), Member(config={"pause": 0.002}), []
+    donor.train(), donor.train()
+    from_donor = donor.save(str(tmp_path / "donor"))  # iteration 2
+    rows += [member.train() for _ in range(5)]  # 0-4: its own iterations 1-5
+    member = restored(from_donor)
+    rows += [member.train() for _ in range(2)]  # 5-6: iterations 3 4 on the donor's counters
+    own = member.save(str(tmp_path / "own"))  # its own checkpoint of iteration 4
+    rows += [member.train() for _ in range(2)]  # 7-8: 5 6
+    member = restored(own)  # --resume
+    rows += [member.train() for _ in range(2)]  # 9-10: 5 6 again
+    member = restored(own, {"training_iteration": 4})  # --resume repaired, before the manifest had the clock
+    rows += [member.train() for _ in range(2)]  # 11-12
+    member = restored(own, {"training_iteration": 4, "time_total_s": own.metrics["time_total_s"]})  # and now
+    rows += [member.train()]  # 13: 5
+    folder = tmp_path / "pbt" / "member"
+    folder.mkdir(parents=True)
+    (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
+    (folder / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
+    (folder / "result.json").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    [run] = report.load_runs(tmp_path)
+    kept = [0, 1, 2, 3, 4, 5, 6, 13]
+    assert run.episode_returns == [rows[i]["env_runners"]["episode_returns"][0] for i in kept]
+    assert run.steps.tolist() == [100, 200, 300, 400, 500, 300, 400, 500] and run.timelines == (5,)
 
 
 def test_evaluation_results_make_a_curve_and_a_row_cut_mid_file_is_skipped(tmp_path):

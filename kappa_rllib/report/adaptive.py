@@ -8,8 +8,8 @@ For every population (a Tune experiment whose folder holds PBT's `pbt_global.txt
     fixed kappa of the same family and variant in the same report (mean +- 95% CI over seeds) and
     the kappa = 1 baseline if present.
 A member restored from another member's checkpoint continues that member's counters, so its curve
-may jump in env steps (drawn with a gap where it goes back); its episodes are its own: its rows before
-the jump are kept (report/load.py tells such a restore from a `--resume` by Tune's clock).
+may jump in env steps (drawn in pieces); its episodes are its own: its rows before the jump are kept
+(report/load.py tells such a restore from a `--resume` by Tune's clock).
 """
 
 from __future__ import annotations
@@ -28,13 +28,6 @@ def _fmt(cell: Cell, extra: str = "") -> str:
         return "-"
     ci = "" if np.isnan(cell.ci) else f" +- {cell.ci:.1f}"
     return f"{cell.mean:.1f}{ci} (n={cell.n}{extra})"
-
-
-def _gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x, y with a gap (nan) where x goes back: a member that took an older donor checkpoint is
-    drawn as two pieces, not with a line back across the plot."""
-    back = np.flatnonzero(np.diff(x) < 0) + 1
-    return np.insert(x.astype(float), back, np.nan), np.insert(y.astype(float), back, np.nan)
 
 
 def _fixed_cells(fixed: list[Run], like: Run) -> tuple[Cell | None, Cell | None]:
@@ -86,8 +79,13 @@ def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "
             ok = np.isfinite(r.kappa_path)
             start = r.kappa_path[ok][0] if ok.any() else r.kappa  # params.json holds the latest config
             label = f"member {i} (start kappa={start:g}, score {r.score:.1f})"
-            line, = ax_kappa.step(*_gaps(r.steps[ok], r.kappa_path[ok]), where="post", label=label)
-            ax_return.plot(*_gaps(r.steps, r.curve), color=line.get_color())
+            color = None
+            for piece in np.split(np.arange(r.steps.size), r.timelines):  # apart where it took a donor's checkpoint
+                keep = piece[ok[piece]]
+                line, = ax_kappa.step(r.steps[keep], r.kappa_path[keep], where="post", color=color,
+                                      label=None if color else label)
+                color = line.get_color()
+                ax_return.plot(r.steps[piece], r.curve[piece], color=color)
         if best_fixed is not None:
             ax_kappa.axhline(best_fixed.param, color="k", ls=":", lw=1, label=f"best fixed kappa={best_fixed.param:g}")
         ax_kappa.set_ylabel("kappa")

@@ -51,6 +51,10 @@ class Run:
     # within its row's env steps); needed by the "env-steps" score window only
     episode_steps: np.ndarray | None = None
     score_window: str = "episodes"  # SCORE_WINDOWS
+    # a PBT / PB2 member: the reports where it went on from another member's checkpoint (and its counters),
+    # and its first episode since the last of them (report/load.py)
+    timelines: tuple = ()
+    last_timeline: int = 0
     _scores: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # per window
 
     @property
@@ -59,7 +63,7 @@ class Run:
             try:
                 self._scores[self.score_window] = final_score(
                     self.episode_returns, window=self.score_window, episode_steps=self.episode_steps,
-                    env_steps=self.env_steps)
+                    env_steps=self.env_steps, first=self.last_timeline)
             except ValueError as e:
                 raise ValueError(f"{self.path}: {e}") from None
         return self._scores[self.score_window]
@@ -79,13 +83,15 @@ def check_score_window(window: str) -> None:
         raise ValueError(f"score window {window!r}: one of {', '.join(SCORE_WINDOWS)}")
 
 
-def final_score(episode_returns, window: str = "episodes", episode_steps=None, env_steps: int | None = None) -> float:
+def final_score(episode_returns, window: str = "episodes", episode_steps=None, env_steps: int | None = None,
+                first: int = 0) -> float:
     """A run's score (SCORE_RULES[window]); nan if it has no episode.
 
     "episodes": the mean of the last ceil(10%) of its episode returns (at least one).
     "env-steps": the mean of the returns whose `episode_steps` (the env steps of the result row that
-    reported them) exceed 90% of `env_steps`, the run's last count, on the timeline that count ends (a
-    PBT member's before it took a donor's checkpoint are not); at least the last episode.
+    reported them) exceed 90% of `env_steps`, the run's last count, from episode `first` on (a PBT member's
+    episodes before it went on from another member's checkpoint count that member's steps); at least the
+    last episode.
     """
     returns = np.asarray(episode_returns, dtype=float)
     if returns.size == 0:
@@ -98,10 +104,8 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
     if steps.shape != returns.shape or not env_steps or not np.isfinite(steps).all():
         raise ValueError("the env-steps score window needs the env-step count (num_env_steps_sampled_lifetime) "
                          "of every result row that reports episodes, and of the last row")
-    # a PBT member's count may jump back where it took a donor's checkpoint: only episodes that no later
-    # episode undercuts are on the timeline that ends at `env_steps` (a monotone run keeps them all)
-    on_last_timeline = steps <= np.minimum.accumulate(steps[::-1])[::-1]
-    last = (steps > (1.0 - LAST_FRACTION) * env_steps) & on_last_timeline
+    last = steps > (1.0 - LAST_FRACTION) * env_steps
+    last[:first] = False  # a PBT member's episodes before it took a donor's checkpoint count other steps
     return float(returns[last].mean()) if last.any() else float(returns[-1])
 
 

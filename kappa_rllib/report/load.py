@@ -33,27 +33,15 @@ def load_runs(root) -> list[Run]:
 def _load_run(params_file: Path, result_file: Path) -> Run | None:
     params = json.loads(params_file.read_text())
     population = _population(result_file.parent.parent)
-    rows, timeline = [], 0  # timeline: the first row since the member last took another member's checkpoint
-    for line in result_file.read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
-            if population and _from_another_members_checkpoint(row, rows[timeline:]):
-                timeline = len(rows)  # its rows so far are its own past (report/adaptive.py): kept
-            # A trial resumed from a checkpoint older than its last result (`tune --resume` after a
-            # Ctrl-C or a crash) reports those iterations again: the resumed ones replace the rows
-            # (and episodes) of the timeline that was rolled back.
-            while len(rows) > timeline and (row.get("training_iteration", math.inf)
-                                            <= rows[-1].get("training_iteration", -math.inf)):
-                rows.pop()
-            rows.append(row)
+    rows = _rows(result_file, population is not None)
     if not rows:
         return None
     episode_returns, episode_steps, steps, curve, kappas, variant, evaluated = [], [], [], [], [], "plain", []
-    for row in rows:
+    timelines, last_timeline = [], 0
+    for i, row in enumerate(rows):
+        if row.get(_NEW_TIMELINE):
+            timelines.append(i)
+            last_timeline = len(episode_returns)
         evaluated.append(row.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", float("nan")))
         kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
         runners = row.get("env_runners", {})
@@ -92,39 +80,94 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         done=bool(rows[-1].get("done", False)),
         kappa_path=np.asarray(kappas, dtype=float),
         population=population,
+        timelines=tuple(timelines),
+        last_timeline=last_timeline,
     )
 
 
-def _from_another_members_checkpoint(row: dict, timeline: list[dict]) -> bool:
-    """Whether a PBT / PB2 member's `row` is the first after Tune restored it from another member's
-    checkpoint (an exploit), not from its own (`tune --resume`, a retry).
+_NEW_TIMELINE = "_kappa_rllib_new_timeline"  # set by _rows on the first row after a PBT / PB2 exploit
+_CLOCK_TOL = 1e-4  # s: a stretch's origin clock is a difference of two float sums of the same increments
 
-    Tune's Trainable keeps its clock in the checkpoint, so a restored row's time_total_s less its
-    time_this_iter_s is the checkpoint's time_total_s: the member's own row of the iteration before
-    has exactly that time if the checkpoint is its own, and so has its restored row of the same iteration
-    if it took that checkpoint before (a `--resume` before its first checkpoint of its own). (Tune's pbt_global.txt cannot say it: it logs
-    decisions, some never applied, and the iterations it logs are the last results, not the
-    checkpoints'.) A restart from scratch (iteration 1) or a row without Tune's counters is a resume."""
-    iteration = row.get("training_iteration")
-    if row.get("iterations_since_restore") != 1 or not timeline or not isinstance(iteration, int) or iteration <= 1:
-        return False
-    try:
-        start = float(row["time_total_s"]) - float(row["time_this_iter_s"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    def same(t) -> bool:
-        return math.isclose(float(t), start, rel_tol=1e-9, abs_tol=1e-9)
 
-    for r in timeline:
-        try:
-            if r.get("training_iteration") == iteration - 1 and same(r["time_total_s"]):
-                return False  # its own checkpoint
-            if (r.get("training_iteration") == iteration and r.get("iterations_since_restore") == 1
-                    and same(float(r["time_total_s"]) - float(r["time_this_iter_s"]))):
-                return False  # the checkpoint it was restored from before (a resume soon after an exploit)
-        except (KeyError, TypeError, ValueError):
+def _rows(result_file: Path, population: bool) -> list[dict]:
+    """The result rows of a trial's timeline as it went: a trial resumed from a checkpoint older than
+    its last result (`tune --resume` after a Ctrl-C or a crash, a retry after a failure) reports those
+    iterations again, and the resumed ones replace the rows (and episodes) of the timeline that was
+    rolled back. A PBT / PB2 member that goes on from another member's checkpoint (an exploit) keeps its
+    rows before it (its episodes are its own, report/adaptive.py); later rollbacks stop there, and the first
+    row since is marked _NEW_TIMELINE."""
+    rows, timeline, stretch, since, origins, starts = [], 0, None, 0, [], []
+    for line in result_file.read_text().splitlines():
+        line = line.strip()
+        if not line:
             continue
-    return True
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
+        origin = _origin(row)
+        rolled_back_to = None
+        if origin is not None and stretch is not None and (not _same(origin, stretch)
+                                                           or row["iterations_since_restore"] <= since):
+            # restored or restarted (from another checkpoint, or from the same one again)
+            if population and _another_members(origin, rows[timeline:], origins):
+                timeline, origins = len(rows), []
+                starts.append(timeline)
+            else:
+                rolled_back_to = origin[0]
+            origins.append(origin)
+        elif origin is not None and stretch is None:
+            origins.append(origin)
+        if origin is not None:
+            stretch, since = origin, row["iterations_since_restore"]
+        if rolled_back_to is not None:  # the rows after the checkpoint, its first rows here lost or not
+            while len(rows) > timeline and rows[-1].get("training_iteration", math.inf) > rolled_back_to:
+                rows.pop()
+        while len(rows) > timeline and (row.get("training_iteration", math.inf)
+                                        <= rows[-1].get("training_iteration", -math.inf)):
+            rows.pop()
+        rows.append(row)
+    for start in starts:  # (a rollback never reaches back past one; a later exploit may start at the same row)
+        if start < len(rows):
+            rows[start][_NEW_TIMELINE] = True
+    return rows
+
+
+def _origin(row: dict) -> tuple[int, float] | None:
+    """(iteration, Tune's clock) of the checkpoint the row's stretch of training went on from, (0, 0.0) for a
+    start from scratch: Tune's Trainable restores both from the checkpoint and counts `iterations_since_restore`
+    and `time_since_restore` from there, on every row. None for a row without those counters."""
+    try:
+        return (int(row["training_iteration"]) - int(row["iterations_since_restore"]),
+                float(row["time_total_s"]) - float(row["time_since_restore"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _same(a: tuple[int, float], b: tuple[int, float]) -> bool:
+    return a[0] == b[0] and math.isclose(a[1], b[1], rel_tol=1e-9, abs_tol=_CLOCK_TOL)
+
+
+def _another_members(origin: tuple[int, float], timeline: list[dict], origins: list) -> bool:
+    """Whether a PBT / PB2 member's new stretch went on from another member's checkpoint (an exploit),
+    not from its own (a resume, a retry). Its own checkpoint of iteration i carries the clock of its own
+    row i. Read as its own, too: a start from scratch, a checkpoint without Tune's clock (kappa-rllib's
+    --resume repair wrote none before checkpoints carried it), and a checkpoint the timeline went on from
+    before (a resume before the member's first checkpoint of its own; also, indistinguishably, a second
+    exploit of the same donor checkpoint, whose first rows are then replaced). Tune's pbt_global.txt
+    cannot tell these apart: it logs decisions, some never applied, with the last results' iterations."""
+    iteration, clock = origin
+    if iteration <= 0 or math.isclose(clock, 0.0, abs_tol=_CLOCK_TOL):
+        return False
+    if any(_same(origin, seen) for seen in origins):
+        return False
+    for r in timeline:
+        if r.get("training_iteration") == iteration:
+            try:
+                return not math.isclose(float(r["time_total_s"]), clock, rel_tol=1e-9, abs_tol=_CLOCK_TOL)
+            except (KeyError, TypeError, ValueError):
+                return False
+    return True  # no row of its own at that iteration: the donor was ahead
 
 
 def _population(experiment: Path) -> str | None:
