@@ -165,16 +165,66 @@ def test_a_pbt_member_keeps_its_rows_before_a_donor_checkpoint_and_a_resume_roll
     assert run.score == 5000.0
     assert report.final_score([5.0, 6.0, 7.0], window="env-steps", episode_steps=[400, 395, 430], env_steps=430,
                               first=1) == 6.5
+    assert report.final_score([5.0, 6.0, 7.0], window="env-steps", episode_steps=[math.nan, 395, 430], env_steps=430,
+                              first=1) == 6.5  # a count missing before the exploit does not matter
     # outside a population the jump reads as a resume, as before: the member's own rows 3 4 5 are lost
     (population / "kappa_population.json").unlink()
     assert report.load_runs(tmp_path)[0].episode_returns == [1.0, 2.0, 400.0, 5000.0]
+
+
+def _row(i, since, total, run, ret, **extra):
+    """A result row as Tune writes it: iteration i, `since` iterations and `run` s since the restore, `total` s
+    on Tune's clock, one episode returning `ret` at 100 env steps an iteration."""
+    row = {"training_iteration": i, "iterations_since_restore": since, "time_total_s": total,
+           "time_since_restore": run, "time_this_iter_s": 1.0, "config": {"kappa": 0.84},
+           "kappa": {"variant": "pi", "kappa": 0.84},
+           "env_runners": {"episode_returns": [ret], "num_env_steps_sampled_lifetime": 100 * i, "episode_return_mean": ret}}
+    row.update(extra)
+    return {k: v for k, v in row.items() if v is not None}
+
+
+OWN = [_row(i, i, float(i), float(i), float(i)) for i in range(1, 6)]  # iterations 1-5, its clock at 1 ... 5 s
+
+
+@pytest.mark.parametrize("case, rows, manifest, returns, timelines", [
+    ("its own checkpoint's row lost (Tune lost it): its manifest says the clock is its own",
+     OWN[:4] + [_row(6, 1, 6.0, 1.0, 60.0), _row(7, 2, 7.0, 2.0, 70.0)], (5, 5.0), [1, 2, 3, 4, 60, 70], ()),
+    ("the same without the manifest: the donor was ahead (a forward jump)",
+     OWN[:4] + [_row(6, 1, 6.0, 1.0, 60.0), _row(7, 2, 7.0, 2.0, 70.0)], None, [1, 2, 3, 4, 60, 70], (4,)),
+    ("a resume to its own checkpoint from before an exploit goes back past it",
+     OWN + [_row(3, 1, 3.5, 1.0, 30.0), _row(4, 2, 4.5, 2.0, 40.0), _row(5, 1, 5.25, 1.25, 555.0)], None,
+     [1, 2, 3, 4, 555], ()),
+    ("a row written twice replaces itself", OWN + [OWN[-1]], None, [1, 2, 3, 4, 5], ()),
+    ("the same donor checkpoint again with the config PBT's explore gave: a second exploit",
+     OWN + [_row(3, 1, 3.5, 1.0, 30.0, config={"kappa": 0.9}), _row(4, 2, 4.5, 2.0, 40.0, config={"kappa": 0.9}),
+            _row(3, 1, 3.75, 1.25, 300.0, config={"kappa": 0.95})], None, [1, 2, 3, 4, 5, 30, 40, 300], (5, 7)),
+    ("the same donor checkpoint again with the same config: a resume",
+     OWN + [_row(3, 1, 3.5, 1.0, 30.0, config={"kappa": 0.9}), _row(4, 2, 4.5, 2.0, 40.0, config={"kappa": 0.9}),
+            _row(3, 1, 3.75, 1.25, 300.0, config={"kappa": 0.9})], None, [1, 2, 3, 4, 5, 300], (5,)),
+    ("rows without Tune's counters as numbers read as before: by iteration",
+     OWN[:3] + [_row(2, 1, 2.5, None, 20.0), _row(3, "2", 3.5, 2.0, 30.0), _row(4, 3, math.nan, 3.0, 40.0)], None,
+     [1, 20, 30, 40], ()),
+])
+def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, rows, manifest, returns, timelines):
+    trial = tmp_path / "pbt" / "member"
+    trial.mkdir(parents=True)
+    (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
+    (trial / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
+    (trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if manifest:
+        (trial / "checkpoint_000000").mkdir()
+        (trial / "checkpoint_000000" / "kappa_rllib_checkpoint.json").write_text(
+            json.dumps({"training_iteration": manifest[0], "time_total_s": manifest[1]}))
+    [run] = report.load_runs(tmp_path)
+    assert (run.episode_returns, run.timelines) == ([float(r) for r in returns], timelines), case
 
 
 def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replace_theirs(tmp_path):
     """Tune's own Trainable, restored the ways Tune restores it: PBT's exploit (pbt.py gives the donor's
     checkpoint with the donor's last result as its metrics), a `--resume` (its own checkpoint, its own
     result), and kappa-rllib's --resume repair (faults.py: the metrics from the checkpoint's manifest, as
-    they were before the manifest carried the clock, and as they are now). Rows are what train() returns."""
+    they were before the manifest carried the clock, and as they are now). Rows are what train() returns;
+    iterations of 5-7 s on Tune's clock (hundreds of them: the origin clocks carry float sums' rounding)."""
     import itertools
 
     from ray import tune
@@ -185,14 +235,14 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
 
     class Member(tune.Trainable):
         def setup(self, config):
-            self.count, self.pause = 0, config["pause"]
+            self.count, self.rng = 0, np.random.default_rng(config["seed"])
 
         def step(self):
-            time.sleep(self.pause)  # members' clocks differ
             self.count += 100
             ret = float(next(returns))
-            return {"kappa": {"variant": "pi", "kappa": 0.84}, "env_runners": {
-                "episode_returns": [ret], "num_env_steps_sampled_lifetime": self.count, "episode_return_mean": ret}}
+            return {"time_this_iter_s": float(self.rng.uniform(5.0, 7.0)), "kappa": {"variant": "pi", "kappa": 0.84},
+                    "env_runners": {"episode_returns": [ret], "num_env_steps_sampled_lifetime": self.count,
+                                    "episode_return_mean": ret}}
 
         def save_checkpoint(self, checkpoint_dir):
             return {"count": self.count}
@@ -200,35 +250,36 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
         def load_checkpoint(self, checkpoint):
             self.count = checkpoint["count"]
 
-    def restored(saved, metrics=None):
-        member = Member(config={"pause": 0.002})
+    def restored(saved, metrics=None, seed=1):
+        member = Member(config={"seed": seed})
         member.restore(_TrainingResult(checkpoint=Checkpoint(saved.checkpoint.path),
                                        metrics=saved.metrics if metrics is None else metrics))
         return member
 
-    donor, member, rows = Member(config={"pause": 0.005}), Member(config={"pause": 0.002}), []
-    donor.train(), donor.train()
-    from_donor = donor.save(str(tmp_path / "donor"))  # iteration 2
-    rows += [member.train() for _ in range(5)]  # 0-4: its own iterations 1-5
-    member = restored(from_donor)
-    rows += [member.train() for _ in range(2)]  # 5-6: iterations 3 4 on the donor's counters
-    own = member.save(str(tmp_path / "own"))  # its own checkpoint of iteration 4
-    rows += [member.train() for _ in range(2)]  # 7-8: 5 6
-    member = restored(own)  # --resume
-    rows += [member.train() for _ in range(2)]  # 9-10: 5 6 again
-    member = restored(own, {"training_iteration": 4})  # --resume repaired, before the manifest had the clock
-    rows += [member.train() for _ in range(2)]  # 11-12
-    member = restored(own, {"training_iteration": 4, "time_total_s": own.metrics["time_total_s"]})  # and now
-    rows += [member.train()]  # 13: 5
+    donor, member, rows = Member(config={"seed": 0}), Member(config={"seed": 1}), []
+    for _ in range(100):
+        donor.train()
+    from_donor = donor.save(str(tmp_path / "donor"))  # iteration 100
+    rows += [member.train() for _ in range(300)]  # 0-299: its own iterations 1-300
+    member = restored(from_donor, seed=2)
+    rows += [member.train() for _ in range(50)]  # 300-349: iterations 101-150 on the donor's counters
+    own = member.save(str(tmp_path / "own"))  # its own checkpoint of iteration 150
+    rows += [member.train() for _ in range(20)]  # 350-369: 151-170
+    member = restored(own, seed=3)  # --resume
+    rows += [member.train() for _ in range(20)]  # 370-389: 151-170 again
+    member = restored(own, {"training_iteration": 150}, seed=4)  # --resume repaired, before manifests had the clock
+    rows += [member.train() for _ in range(5)]  # 390-394: 151-155
+    member = restored(own, {"training_iteration": 150, "time_total_s": own.metrics["time_total_s"]}, seed=5)  # now
+    rows += [member.train()]  # 395: 151
     folder = tmp_path / "pbt" / "member"
     folder.mkdir(parents=True)
     (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
     (folder / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
     (folder / "result.json").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
     [run] = report.load_runs(tmp_path)
-    kept = [0, 1, 2, 3, 4, 5, 6, 13]
+    kept = [*range(350), 395]
     assert run.episode_returns == [rows[i]["env_runners"]["episode_returns"][0] for i in kept]
-    assert run.steps.tolist() == [100, 200, 300, 400, 500, 300, 400, 500] and run.timelines == (5,)
+    assert run.steps.tolist() == [100 * i for i in [*range(1, 301), *range(101, 152)]] and run.timelines == (300,)
 
 
 def test_evaluation_results_make_a_curve_and_a_row_cut_mid_file_is_skipped(tmp_path):

@@ -3,8 +3,9 @@
     python docs/results/slim.py <the grid's storage>/table2_focused docs/results/table2
     python docs/results/slim.py <the grid's storage>/breakout_1m docs/results/minatar/1m
 
-Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time,
-kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count and mean return.
+Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time and
+Tune's restore counters, kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count
+and mean return.
 """
 
 import json
@@ -16,6 +17,8 @@ def slim(row: dict) -> dict:
     runners = row.get("env_runners", {})
     return {"training_iteration": row["training_iteration"], "done": row["done"],
             "time_total_s": row["time_total_s"],
+            # Tune's restore counters: how `report` tells a PBT member's exploit from a resume (report/load.py)
+            **{k: row[k] for k in ("iterations_since_restore", "time_since_restore") if k in row},
             "kappa": {k: row["kappa"][k] for k in ("kappa", "variant") if k in row.get("kappa", {})},
             "env_runners": {k: runners[k] for k in ("episode_returns", "num_env_steps_sampled_lifetime",
                                                     "episode_return_mean") if k in runners}}

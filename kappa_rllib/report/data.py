@@ -101,7 +101,7 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
         return float(returns[-k:].mean())
     check_score_window(window)
     steps = np.asarray(episode_steps if episode_steps is not None else [], dtype=float)
-    if steps.shape != returns.shape or not env_steps or not np.isfinite(steps).all():
+    if steps.shape != returns.shape or not env_steps or not np.isfinite(steps[first:]).all():
         raise ValueError("the env-steps score window needs the env-step count (num_env_steps_sampled_lifetime) "
                          "of every result row that reports episodes, and of the last row")
     last = steps > (1.0 - LAST_FRACTION) * env_steps

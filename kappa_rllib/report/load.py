@@ -94,9 +94,10 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
     its last result (`tune --resume` after a Ctrl-C or a crash, a retry after a failure) reports those
     iterations again, and the resumed ones replace the rows (and episodes) of the timeline that was
     rolled back. A PBT / PB2 member that goes on from another member's checkpoint (an exploit) keeps its
-    rows before it (its episodes are its own, report/adaptive.py); later rollbacks stop there, and the first
-    row since is marked _NEW_TIMELINE."""
-    rows, timeline, stretch, since, origins, starts = [], 0, None, 0, [], []
+    rows before it (its episodes are its own, report/adaptive.py); later rollbacks stop there unless they
+    go back to a checkpoint of its own from before, and the first row since is marked _NEW_TIMELINE."""
+    rows, starts, stretch, since, seen = [], [], None, 0, []  # seen: origins gone on from in this timeline
+    saved = None  # its checkpoints' (iteration, clock), read once a population member needs them
     for line in result_file.read_text().splitlines():
         line = line.strip()
         if not line:
@@ -106,28 +107,31 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
         except json.JSONDecodeError:
             continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
         origin = _origin(row)
-        rolled_back_to = None
-        if origin is not None and stretch is not None and (not _same(origin, stretch)
-                                                           or row["iterations_since_restore"] <= since):
-            # restored or restarted (from another checkpoint, or from the same one again)
-            if population and _another_members(origin, rows[timeline:], origins):
-                timeline, origins = len(rows), []
-                starts.append(timeline)
+        timeline = starts[-1] if starts else 0
+        if origin is not None and stretch is not None and _new_stretch(origin, row, stretch, since, rows[-1]):
+            own = _own_row(origin, rows) if population else None
+            if own is not None:  # its own checkpoint, its row still here (maybe before an exploit): back to it
+                del rows[own + 1:]
+                starts, seen = [s for s in starts if s <= own], []
             else:
-                rolled_back_to = origin[0]
-            origins.append(origin)
+                if population and saved is None:
+                    saved = _checkpoint_clocks(result_file.parent)
+                if population and _another_members(origin, row, rows[timeline:], seen, saved):
+                    starts.append(len(rows))
+                    seen = []
+                else:  # the rows after its checkpoint, the stretch's first rows here or not
+                    while len(rows) > timeline and rows[-1].get("training_iteration", -math.inf) > origin[0]:
+                        rows.pop()
+            seen.append(origin)
         elif origin is not None and stretch is None:
-            origins.append(origin)
-        if origin is not None:
-            stretch, since = origin, row["iterations_since_restore"]
-        if rolled_back_to is not None:  # the rows after the checkpoint, its first rows here lost or not
-            while len(rows) > timeline and rows[-1].get("training_iteration", math.inf) > rolled_back_to:
-                rows.pop()
+            seen.append(origin)
+        stretch, since = (origin, row["iterations_since_restore"]) if origin is not None else (None, 0)
+        timeline = starts[-1] if starts else 0
         while len(rows) > timeline and (row.get("training_iteration", math.inf)
                                         <= rows[-1].get("training_iteration", -math.inf)):
             rows.pop()
         rows.append(row)
-    for start in starts:  # (a rollback never reaches back past one; a later exploit may start at the same row)
+    for start in starts:  # (a later exploit may start at the same row, once a rollback emptied a timeline)
         if start < len(rows):
             rows[start][_NEW_TIMELINE] = True
     return rows
@@ -136,38 +140,70 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
 def _origin(row: dict) -> tuple[int, float] | None:
     """(iteration, Tune's clock) of the checkpoint the row's stretch of training went on from, (0, 0.0) for a
     start from scratch: Tune's Trainable restores both from the checkpoint and counts `iterations_since_restore`
-    and `time_since_restore` from there, on every row. None for a row without those counters."""
-    try:
-        return (int(row["training_iteration"]) - int(row["iterations_since_restore"]),
-                float(row["time_total_s"]) - float(row["time_since_restore"]))
-    except (KeyError, TypeError, ValueError):
+    and `time_since_restore` from there, on every row. None for a row without those counters as numbers."""
+    counts = row.get("training_iteration"), row.get("iterations_since_restore")
+    clocks = row.get("time_total_s"), row.get("time_since_restore")
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
         return None
+    if not all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) for c in clocks):
+        return None
+    return counts[0] - counts[1], float(clocks[0]) - float(clocks[1])
+
+
+def _new_stretch(origin, row: dict, stretch, since: int, last: dict) -> bool:
+    """Whether `row` starts a new stretch, restored or restarted (from another checkpoint, or from the same one
+    again, its first rows lost or not), after the stretch whose last row is `last`; a row written twice does not."""
+    if not _same(origin, stretch) or row["iterations_since_restore"] < since:
+        return True
+    return row["iterations_since_restore"] == since and row["time_total_s"] != last.get("time_total_s")
 
 
 def _same(a: tuple[int, float], b: tuple[int, float]) -> bool:
     return a[0] == b[0] and math.isclose(a[1], b[1], rel_tol=1e-9, abs_tol=_CLOCK_TOL)
 
 
-def _another_members(origin: tuple[int, float], timeline: list[dict], origins: list) -> bool:
-    """Whether a PBT / PB2 member's new stretch went on from another member's checkpoint (an exploit),
-    not from its own (a resume, a retry). Its own checkpoint of iteration i carries the clock of its own
-    row i. Read as its own, too: a start from scratch, a checkpoint without Tune's clock (kappa-rllib's
-    --resume repair wrote none before checkpoints carried it), and a checkpoint the timeline went on from
-    before (a resume before the member's first checkpoint of its own; also, indistinguishably, a second
-    exploit of the same donor checkpoint, whose first rows are then replaced). Tune's pbt_global.txt
-    cannot tell these apart: it logs decisions, some never applied, with the last results' iterations."""
+def _own_row(origin: tuple[int, float], rows: list[dict]) -> int | None:
+    """The index of the trial's own row that `origin` is the checkpoint of (its iteration, its clock), if any."""
+    for i in range(len(rows) - 1, -1, -1):
+        r = rows[i]
+        if r.get("training_iteration") == origin[0]:
+            total = r.get("time_total_s")
+            if isinstance(total, (int, float)) and _same((origin[0], float(total)), origin):
+                return i
+    return None
+
+
+def _checkpoint_clocks(trial: Path) -> list[tuple[int, float]]:
+    """(iteration, Tune's clock) of each of the trial's own checkpoints whose manifest records them."""
+    from kappa_rllib.checkpoints import MANIFEST
+
+    out = []
+    for manifest in trial.glob(f"checkpoint_*/{MANIFEST}"):
+        try:
+            m = json.loads(manifest.read_text())
+            out.append((int(m["training_iteration"]), float(m["time_total_s"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _another_members(origin: tuple[int, float], row: dict, timeline: list[dict], seen: list, saved: list) -> bool:
+    """Whether a PBT / PB2 member's new stretch, whose checkpoint is not one of its rows, went on from another
+    member's checkpoint (an exploit), not from its own (a resume, a retry). Its own: a start from scratch, a
+    checkpoint without Tune's clock (kappa-rllib's --resume repair wrote none before checkpoints carried it),
+    one of its own checkpoints whose row Tune lost (its manifest records the clock), and a checkpoint this
+    timeline went on from before with the same config (a resume before the member's first checkpoint of its
+    own; also, indistinguishably, a second exploit of the same donor checkpoint that PBT's explore left as it
+    was). Tune's pbt_global.txt cannot tell these apart: it logs decisions, some never applied, with the last
+    results' iterations, not the checkpoints'."""
     iteration, clock = origin
     if iteration <= 0 or math.isclose(clock, 0.0, abs_tol=_CLOCK_TOL):
         return False
-    if any(_same(origin, seen) for seen in origins):
+    if any(_same(origin, own) for own in saved):
         return False
-    for r in timeline:
-        if r.get("training_iteration") == iteration:
-            try:
-                return not math.isclose(float(r["time_total_s"]), clock, rel_tol=1e-9, abs_tol=_CLOCK_TOL)
-            except (KeyError, TypeError, ValueError):
-                return False
-    return True  # no row of its own at that iteration: the donor was ahead
+    if any(_same(origin, before) for before in seen):
+        return bool(timeline) and row.get("config") != timeline[-1].get("config")  # PBT's explore moved it
+    return True
 
 
 def _population(experiment: Path) -> str | None:
