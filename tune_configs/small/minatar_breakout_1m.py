@@ -10,10 +10,12 @@ Grids (T = 1,000,000 env steps per trial, 5 seeds):
     breakout_1m_naive_kappa_pi_dqn  kappa 0.84, N_kappa = T   5 trials
 Cost: 20 trials, 20M env steps. Measured on the project's 2-core machine, two trials at a time: a DQN
 trial's 5,000-step iterations take ~6 s on quiet cores (~830 env steps/s, as in the 250k grid: ~20 min
-per 1M) and 11-13 s beside other work (the first finished trial: 1,690 s). kappa-VI makes as many updates,
-kappa-PI and the naive schedule twice as many (~40 min), so ~5 hours of 2 quiet cores in all. Run it in
-parts with `--resume` (`--grids` picks cells).
+per 1M) and 11-13 s beside other work. The DQN and kappa-VI cells took 1,237-1,958 s a trial, 4.5
+trial-hours for the 10 (about half of it beside other work). kappa-VI makes as many updates as DQN,
+kappa-PI and the naive schedule twice as many (~40 min a trial on quiet cores), so ~5 hours of 2 quiet
+cores in all. Run it in parts with `--resume` (`--grids` picks cells).
 The 250k result (docs/results/minatar/): DQN 4.4 +- 0.2, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.2 (0.84).
+At 1M (docs/results/minatar/1m/): DQN 5.7 +- 0.1, kappa-VI 0.68 6.2 +- 0.2.
 
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --report
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --resume
