@@ -108,7 +108,8 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
             continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
         origin = _origin(row)
         timeline = starts[-1] if starts else 0
-        if origin is not None and stretch is not None and _new_stretch(origin, row, stretch, since, rows[-1]):
+        new = origin is not None and stretch is not None and _new_stretch(origin, row, stretch, since, rows[-1])
+        if new:
             own = _own_row(origin, rows) if population else None
             if own is not None:  # its own checkpoint, its row still here (maybe before an exploit): back to it
                 del rows[own + 1:]
@@ -122,8 +123,7 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
                 else:  # the rows after its checkpoint, the stretch's first rows here or not
                     while len(rows) > timeline and rows[-1].get("training_iteration", -math.inf) > origin[0]:
                         rows.pop()
-            seen.append(origin)
-        elif origin is not None and stretch is None:
+        if origin is not None and (new or stretch is None):
             seen.append(origin)
         stretch, since = (origin, row["iterations_since_restore"]) if origin is not None else (None, 0)
         timeline = starts[-1] if starts else 0
