@@ -536,3 +536,37 @@ def test_report_scores_by_env_steps_when_asked_and_says_so(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "trial_0: the env-steps score window needs the env-step count" in err and len(err.strip().splitlines()) == 1
     assert main(["report", str(tmp_path / "grid"), "--out", str(tmp_path / "fine"), "--bootstrap-reps", "50"]) == 0
+
+
+def test_an_adaptive_member_is_drawn_in_pieces_where_it_took_a_donors_checkpoint(tmp_path, monkeypatch):
+    """report/adaptive.py draws a PBT member apart at each of its timelines (Run.timelines): its curve and
+    its kappa are one colour, but no segment joins its own last row to the donor's counters it went on
+    from. A member without a donor checkpoint is one line."""
+    from kappa_rllib.report import adaptive
+    from kappa_rllib.report.data import Run
+
+    def member(name, steps, kappa_path, timelines=()):
+        steps = np.asarray(steps, dtype=float)
+        return Run(path=name, env="CartPole-v1", family="ppo", variant="kappa-pi", kappa=kappa_path[-1], c_fa=None,
+                   naive=False, gamma=0.99, lambda_=None, seed=0, episode_returns=[1.0, 2.0],
+                   steps=steps, curve=steps / 100.0, env_steps=int(steps[-1]),
+                   kappa_path=np.asarray(kappa_path, dtype=float), population="pbt", timelines=timelines)
+
+    # member a: rows 0-3 its own (kappa unknown at row 0), then at row 4 it went on from a donor's
+    # checkpoint taken at 200 steps, and again at row 6 from one taken at 300
+    a = member("a", [100, 200, 300, 400, 200, 300, 300, 400], [np.nan, .9, .9, .9, .6, .6, .3, .3], timelines=(4, 6))
+    b = member("b", [100, 200, 300, 400], [.8, .8, .8, .8])
+    figures = []
+    plt = adaptive._pyplot()
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read its lines
+    adaptive.write([a, b], [], tmp_path)
+    (fig,) = figures
+    ax_kappa, ax_return = fig.axes
+    returns = [(list(line.get_xdata()), line.get_color()) for line in ax_return.lines]
+    assert [x for x, _ in returns] == [[100, 200, 300, 400], [200, 300], [300, 400], [100, 200, 300, 400]]
+    assert len({c for _, c in returns[:3]}) == 1 and returns[3][1] != returns[0][1]  # a's pieces: one colour
+    kappas = [(list(line.get_xdata()), list(line.get_ydata())) for line in ax_kappa.lines]
+    assert kappas == [([200, 300, 400], [.9, .9, .9]), ([200, 300], [.6, .6]), ([300, 400], [.3, .3]),
+                      ([100, 200, 300, 400], [.8, .8, .8, .8])]
+    assert [t.get_text() for t in ax_kappa.get_legend().get_texts()] == [
+        "member 0 (start kappa=0.9, score 2.0)", "member 1 (start kappa=0.8, score 2.0)"]  # one entry a member
