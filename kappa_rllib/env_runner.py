@@ -223,11 +223,14 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
         self._episode[i] = [0.0, 0, time.perf_counter()]
 
 
-def segment_transitions(segments: list[dict], life_loss_terminal: bool = False) -> dict[str, np.ndarray]:
+def segment_transitions(segments: list[dict], life_loss_terminal: bool = False,
+                        truncateds: bool = False) -> dict[str, np.ndarray]:
     """Flat (s, a, r, s', terminated) columns of a list of segments (RLlib's column names).
 
     Only a terminated segment's last step is terminal; a truncated one is bootstrapped. With
     `life_loss_terminal` (DeepMind's episodic life), a step that lost a life is terminal too.
+    With `truncateds`, `Columns.TRUNCATEDS` marks a segment's last step cut by the time limit
+    (TRPO's chunks keep it; a replay buffer, which stores every column, is not given it).
     `Columns.EPS_ID` numbers the segments (0, 1, ...), so `split_segments` can undo the
     flattening; `Columns.ACTION_LOGP` is kept where the segments have it.
     """
@@ -255,6 +258,11 @@ def segment_transitions(segments: list[dict], life_loss_terminal: bool = False) 
         Columns.TERMINATEDS: np.concatenate(terms),
         Columns.EPS_ID: np.concatenate([np.full(len(s[Columns.REWARDS]), k) for k, s in enumerate(segments)]),
     }
+    if truncateds:
+        cuts = [np.zeros(len(s[Columns.REWARDS]), np.float32) for s in segments]
+        for cut, s in zip(cuts, segments):
+            cut[-1] = float(s["truncated"])
+        out[Columns.TRUNCATEDS] = np.concatenate(cuts)
     if all(Columns.ACTION_LOGP in s for s in segments):
         out[Columns.ACTION_LOGP] = np.concatenate([s[Columns.ACTION_LOGP] for s in segments])
     return out
@@ -262,19 +270,22 @@ def segment_transitions(segments: list[dict], life_loss_terminal: bool = False) 
 
 def split_segments(columns: dict) -> list[dict]:
     """The per-segment view of `segment_transitions` columns: obs s_0..s_n, actions, rewards,
-    and whether s_n is terminal (what TRPO's returns are computed on)."""
+    whether s_n is terminal (what TRPO's returns are computed on), and whether the time limit cut
+    the episode at s_n (False where the columns do not say)."""
     ids = np.asarray(columns[Columns.EPS_ID])
     if len(ids) == 0:
         return []
     bounds = np.flatnonzero(np.diff(ids)) + 1
     starts, ends = np.r_[0, bounds], np.r_[bounds, len(ids)]
     obs, next_obs = np.asarray(columns[Columns.OBS]), np.asarray(columns[Columns.NEXT_OBS])
+    truncated = np.asarray(columns[Columns.TRUNCATEDS]) if Columns.TRUNCATEDS in columns else np.zeros(len(ids))
     return [
         {
             Columns.OBS: np.concatenate([obs[a:b], next_obs[b - 1 : b]]),
             Columns.ACTIONS: np.asarray(columns[Columns.ACTIONS][a:b]),
             Columns.REWARDS: np.asarray(columns[Columns.REWARDS][a:b], np.float64),
             "terminated": bool(columns[Columns.TERMINATEDS][b - 1]),
+            "truncated": bool(truncated[b - 1]),
         }
         for a, b in zip(starts, ends)
     ]

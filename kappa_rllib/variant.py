@@ -37,6 +37,13 @@ PHI_FIT_EVERY_BATCH = "every_batch"  # the authors' code: fit V_phi on every bat
 PHI_FIT_ITERATION_END = "iteration_end"  # Alg. 7 read literally: one fit on the iteration's last batch
 PHI_FITS = (PHI_FIT_EVERY_BATCH, PHI_FIT_ITERATION_END)
 
+# kappa-PI-TRPO's V_phi target rho_j where a chunk ends without a terminal state (docs/paper-settings.md,
+# "V_phi's target at a cut"):
+PHI_TARGET_BOOTSTRAP = "bootstrap"  # default: a time-limit truncation and the batch end bootstrap with V_phi
+PHI_TARGET_AUTHORS = "authors"  # the authors' code: a truncation ends rho as a terminal state would (gym
+#   0.14's TimeLimit said done), and the batch end bootstraps with the frozen snapshot the shaping reads
+PHI_TARGETS = (PHI_TARGET_BOOTSTRAP, PHI_TARGET_AUTHORS)
+
 
 @dataclass(frozen=True)
 class KappaPlan:
@@ -45,12 +52,15 @@ class KappaPlan:
     variant: str  # PI or VI
     kappa: float
     phi_fit: str = PHI_FIT_EVERY_BATCH  # kappa-PI-TRPO only
+    phi_target: str = PHI_TARGET_BOOTSTRAP  # kappa-PI-TRPO only
 
     def __post_init__(self):
         if self.variant not in VARIANTS:
             raise ValueError(f"kappa variant must be one of {VARIANTS}, got {self.variant!r}")
         if self.phi_fit not in PHI_FITS:
             raise ValueError(f"phi_fit must be one of {PHI_FITS}, got {self.phi_fit!r}")
+        if self.phi_target not in PHI_TARGETS:
+            raise ValueError(f"phi_target must be one of {PHI_TARGETS}, got {self.phi_target!r}")
 
     @property
     def uses_v_phi(self) -> bool:
@@ -76,3 +86,14 @@ class KappaPlan:
         """kappa-PI-TRPO: whether V_phi is fitted on a batch (every batch, or only on a kappa-iteration's
         last with `phi_fit="iteration_end"`: Alg. 7, line 13)."""
         return self.fits_phi_every_batch or (self.evaluates_phi and ends_iteration)
+
+    @property
+    def rho_ends_at_truncation(self) -> bool:
+        """kappa-PI-TRPO: rho_j stops at a time-limit truncation as at a terminal state (the authors')."""
+        return self.evaluates_phi and self.phi_target == PHI_TARGET_AUTHORS
+
+    @property
+    def rho_bootstrap_module(self) -> str:
+        """kappa-PI-TRPO: the network whose V(s_n) bootstraps rho_j where a chunk is cut: the V_phi being
+        fitted, or (the authors') the frozen snapshot that the shaped reward reads."""
+        return PHI_SHAPING_MODULE_ID if self.phi_target == PHI_TARGET_AUTHORS else PHI_MODULE_ID

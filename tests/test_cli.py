@@ -31,6 +31,9 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "kappa-vi-trpo", "--env", "Hopper-v5", "--phi-fit", "iteration_end"],
          "--phi-fit applies to --algo kappa-pi-trpo only"),
         (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-fit", "sometimes"], "invalid choice"),
+        (["train", "--algo", "kappa-pi-dqn", "--env", "CartPole-v1", "--phi-target", "authors"],
+         "--phi-target applies to --algo kappa-pi-trpo only"),
+        (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-target", "mine"], "invalid choice"),
         # the Atari preset's trials take 2 remote EnvRunners: 3 CPUs, more than an embedded Ray of 2 has
         (["tune", "tune_configs/paper/atari_table1.py", "--smoke", "--num-cpus", "2", "--storage", "/tmp/never"],
          "grid 'kappa_pi_dqn': a trial asks for 3 CPUs (its learner and 2 remote EnvRunners) but this embedded Ray has 2"),
@@ -71,8 +74,10 @@ def test_train_writes_progress_results_and_checkpoint(tmp_path):
     [
         # omitted flags keep each algorithm's own (the paper's) defaults
         (["--algo", "kappa-pi-trpo", "--env", "Hopper-v5"],
-         "kappa 0.84, C_FA 0.2, N_kappa 27, T_kappa 72 batches, phi_fit every_batch, gamma 0.99, T 2000000 env steps"),
+         "kappa 0.84, C_FA 0.2, N_kappa 27, T_kappa 72 batches, phi_fit every_batch, phi_target bootstrap, gamma 0.99, T 2000000 env steps"),
         (["--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-fit", "iteration_end"], "phi_fit iteration_end"),
+        (["--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-target", "authors"],
+         "phi_fit every_batch, phi_target authors,"),
         (["--algo", "kappa-vi-dqn", "--env", "ALE/Breakout-v5"],
          "kappa 0.84, C_FA 0.05, N_kappa 49, T_kappa 204081 env steps, gamma 0.99, T 10000000 env steps"),
         # the CartPole preset's T

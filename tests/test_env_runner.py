@@ -71,12 +71,14 @@ def test_split_segments_gives_trpo_its_chunks_back(ray_local):
     segments = algo.sampler.sample(40)
     for seg in segments:
         assert Columns.ACTION_LOGP in seg  # a sampled policy reports log-probs
-    chunks = split_segments(segment_transitions(segments))
+    assert {seg["truncated"] for seg in segments} == {True, False}  # CountingEnv's time limit cuts some
+    chunks = split_segments(segment_transitions(segments, truncateds=True))
     assert len(chunks) == len(segments)
     for chunk, seg in zip(chunks, segments):
         np.testing.assert_array_equal(chunk[Columns.OBS], seg[Columns.OBS])
         np.testing.assert_array_equal(chunk[Columns.REWARDS], seg[Columns.REWARDS])
-        assert chunk["terminated"] == seg["terminated"]
+        assert chunk["terminated"] == seg["terminated"] and chunk["truncated"] == seg["truncated"]
+    assert not any(c["truncated"] for c in split_segments(segment_transitions(segments)))  # not asked: not kept
     algo.stop()
 
 
@@ -339,3 +341,25 @@ def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples()
     sampler.in_flight = None
     sampler.report_runtime({})
     assert asked == [1]
+
+
+def test_trpo_learners_chunks_say_where_the_time_limit_cut(ray_local):
+    """What kappa-PI-TRPO's `phi_target="authors"` reads: the learner's chunks, through the algorithm's
+    own batch, carry the EnvRunner's truncation flag (CountingEnv: even episodes cut at TRUNC steps)."""
+    algo = (KappaPITRPOConfig()
+            .environment(COUNTING_ENV, env_config={"truncate_at": TRUNC, "terminate_at": TERM})
+            .env_runners(num_env_runners=0, num_envs_per_env_runner=1)
+            .training(kappa=0.5, c_fa=0.5, total_env_steps=100_000, train_batch_size=64, phi_target="authors")
+            .debugging(seed=1)).build_algo()
+    learner, seen = algo.learner_group._learner, []
+    own = learner.advantages_and_targets
+
+    def spy(chunk, values):
+        seen.append((len(chunk[Columns.REWARDS]), chunk["terminated"], chunk["truncated"]))
+        return own(chunk, values)
+
+    learner.advantages_and_targets = spy
+    algo.train()
+    algo.stop()
+    # 64 steps of one sub-env: episodes of 5 (cut), 7 (terminal), 5, 7, ... then 4 steps to the batch end
+    assert seen == [(5, False, True), (7, True, False)] * 5 + [(4, False, False)]

@@ -570,3 +570,31 @@ def test_an_adaptive_member_is_drawn_in_pieces_where_it_took_a_donors_checkpoint
                       ([100, 200, 300, 400], [.8, .8, .8, .8])]
     assert [t.get_text() for t in ax_kappa.get_legend().get_texts()] == [
         "member 0 (start kappa=0.9, score 2.0)", "member 1 (start kappa=0.8, score 2.0)"]  # one entry a member
+
+
+def test_kappa_pi_trpos_v_phi_ablations_are_their_own_rows(tmp_path):
+    """A kappa-PI-TRPO trial with a non-default phi_fit or phi_target (kappa_rllib.variant) is its own
+    variant in the tables, never averaged into the default cell; the defaults, given or not, are not."""
+    settings = {"default": {}, "given": {"phi_fit": "every_batch", "phi_target": "bootstrap"},
+                "fit": {"phi_fit": "iteration_end"}, "target": {"phi_target": "authors"},
+                "both": {"phi_fit": "iteration_end", "phi_target": "authors"}}
+    for name, extra in settings.items():
+        write_trial(tmp_path, name, 1.0, env="Hopper-v5", variant="pi", kappa=0.68, c_fa=0.2)
+        params = json.loads((tmp_path / name / "params.json").read_text())
+        (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, **extra}))
+    variants = {os.path.basename(r.path): r.variant for r in report.load_runs(tmp_path)}
+    assert variants == {"default": "kappa-pi", "given": "kappa-pi", "fit": "kappa-pi (phi_fit=iteration_end)",
+                        "target": "kappa-pi (phi_target=authors)",
+                        "both": "kappa-pi (phi_fit=iteration_end, phi_target=authors)"}
+
+
+def test_an_env_made_with_keyword_arguments_is_its_own_task(tmp_path):
+    """A trial whose env_config gave the env keyword arguments (Ant-v5 without contact forces) is a task of
+    its own in every table; an empty env_config is the plain id."""
+    for name, env_config in (("plain", {}), ("kw", {"include_cfrc_ext_in_observation": False,
+                                                     "contact_cost_weight": 0})):
+        write_trial(tmp_path, name, 1.0, env="Ant-v5", variant="pi", kappa=0.68, c_fa=0.2)
+        params = json.loads((tmp_path / name / "params.json").read_text())
+        (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, "env_config": env_config}))
+    envs = {os.path.basename(r.path): r.env for r in report.load_runs(tmp_path)}
+    assert envs == {"plain": "Ant-v5", "kw": "Ant-v5 (contact_cost_weight=0, include_cfrc_ext_in_observation=False)"}

@@ -14,7 +14,8 @@ from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import PHI
 from kappa_rllib.algorithms.trpo.torch.trpo_torch_learner import copy_value_net
 from kappa_rllib.algorithms.trpo.torch.natural_gradient import backtracking_line_search, conjugate_gradient
 from kappa_rllib.returns import gae_advantages
-from kappa_rllib.variant import PHI_FIT_ITERATION_END, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID
+from kappa_rllib.variant import PHI_FIT_ITERATION_END, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PHI_TARGET_AUTHORS, \
+    PHI_TARGET_BOOTSTRAP
 
 GAMMA, KAPPA = 0.99, 0.7
 
@@ -95,12 +96,13 @@ def hand_made_chunks():
     """Three chunks of one batch: a terminated episode, a time-limit truncation, and the batch end."""
     rng = np.random.default_rng(1)
     chunks = []
-    for n, terminated in [(4, True), (3, False), (5, False)]:
+    for n, terminated, truncated in [(4, True, False), (3, False, True), (5, False, False)]:
         chunks.append({
             "obs": rng.normal(size=(n + 1, 4)).astype(np.float32),
             "actions": rng.integers(0, 2, size=n),
             "rewards": rng.uniform(-1, 2, size=n),
             "terminated": terminated,
+            "truncated": truncated,
         })
     return chunks
 
@@ -131,10 +133,13 @@ def kappa_learner(kappa=KAPPA, config_cls=KappaPITRPOConfig, **training):
     )
 
 
-def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_with_the_trained_v_phi():
+@pytest.mark.parametrize("phi_target", [PHI_TARGET_BOOTSTRAP, PHI_TARGET_AUTHORS])
+def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_as_phi_target_says(phi_target):
     """kappa-PI: R_j shapes with the frozen snapshot V_phi_shaping; rho_j (V_phi's target)
-    bootstraps with the trained V_phi. The two nets are made to differ first."""
-    learner = kappa_learner()
+    bootstraps with the trained V_phi at the truncation and the batch end, or (the authors') is cut
+    at the truncation and bootstraps the batch end with the snapshot. R_j is the same for both. The
+    two nets are made to differ first."""
+    learner = kappa_learner(phi_target=phi_target)
     with torch.no_grad():  # move the trained V_phi away from its snapshot
         for p in learner.module[PHI_MODULE_ID].unwrapped().vf.parameters():
             p.add_(0.5)
@@ -142,10 +147,16 @@ def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_with_the_trained_
     values = learner.chunk_values(chunks)
     for chunk, v in zip(chunks, values):
         out = learner.advantages_and_targets(chunk, v)
-        v_theta, v_shaping, v_phi = v[DEFAULT_MODULE_ID], v[PHI_SHAPING_MODULE_ID], v[PHI_MODULE_ID]
+        v_theta, v_shaping = v[DEFAULT_MODULE_ID], v[PHI_SHAPING_MODULE_ID]
+        with torch.no_grad():  # the trained V_phi (the authors' target never reads it)
+            v_phi = learner.module[PHI_MODULE_ID].unwrapped().compute_values(
+                {Columns.OBS: torch.as_tensor(chunk["obs"])}).numpy().astype(np.float64)
         assert np.abs(v_shaping - v_phi).min() > 1e-3
         R, rho = loop_returns(chunk["rewards"], v_shaping, v_theta[-1], chunk["terminated"], GAMMA, KAPPA,
                               v_rho_last=v_phi[-1])
+        if phi_target == PHI_TARGET_AUTHORS:
+            _, rho = loop_returns(chunk["rewards"], v_shaping, v_theta[-1], chunk["terminated"], GAMMA, KAPPA,
+                                  v_rho_last=0.0 if chunk["truncated"] else v_shaping[-1])
         np.testing.assert_allclose(out["value_targets"], R, rtol=1e-10)
         np.testing.assert_allclose(out["advantages"], R - v_theta[:-1], rtol=1e-10)
         np.testing.assert_allclose(out[PHI_VALUE_TARGETS], rho, rtol=1e-10)
@@ -247,6 +258,12 @@ def test_authors_trpo_options_accept_up_to_1_5_max_kl_with_subsampled_fisher_pro
 def test_bad_authors_options_are_refused(setting, value):
     with pytest.raises(ValueError, match=setting):
         TRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()
+
+
+@pytest.mark.parametrize("setting", ["phi_fit", "phi_target"])
+def test_bad_v_phi_options_are_refused(setting):
+    with pytest.raises(ValueError, match=f"{setting} must be one of"):
+        KappaPITRPOConfig().environment("CartPole-v1").training(**{setting: "sometimes"}).validate()
 
 
 def test_fitting_v_theta_and_v_phi_together_is_fitting_each_alone():

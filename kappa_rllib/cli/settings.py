@@ -6,7 +6,7 @@ from kappa_rllib import defaults
 from kappa_rllib.cli.common import ALGORITHMS, KAPPA_ALGORITHMS, KAPPA_ONE, UsageError, family, non_negative_int, \
     number, one_line, positive_int
 from kappa_rllib.cli.ray_session import add_ray_options
-from kappa_rllib.variant import PHI_FITS
+from kappa_rllib.variant import PHI_FITS, PHI_TARGETS
 
 
 def _family_defaults(key: str, fmt=str) -> str:
@@ -30,6 +30,10 @@ def add_run_arguments(p) -> None:
     p.add_argument("--phi-fit", choices=PHI_FITS, default=None,
                    help="kappa-pi-trpo: fit V_phi on every batch (default, the authors' code) or once per "
                         "kappa-iteration (Alg. 7 read literally)")
+    p.add_argument("--phi-target", choices=PHI_TARGETS, default=None,
+                   help="kappa-pi-trpo: V_phi's target bootstraps with V_phi at a time-limit truncation and the "
+                        "batch end (default), or ends at a truncation and bootstraps with the shaping snapshot "
+                        "(the authors' code)")
     p.add_argument("--dry-run", action="store_true",
                    help="check the settings, print the resolved schedule (N_kappa, T_kappa) and exit; Ray is not started")
     p.add_argument("--seed", type=non_negative_int, default=0)
@@ -113,10 +117,11 @@ def make_config(algo: str, args):
             if args.naive_schedule:
                 raise ValueError(f"--naive-schedule applies to kappa algorithms, not {algo}")
             config.training(total_env_steps=args.total_steps)
-        if args.phi_fit is not None:
-            if algo != "kappa-pi-trpo":
-                raise ValueError(f"--phi-fit applies to --algo kappa-pi-trpo only, not {algo}")
-            config.training(phi_fit=args.phi_fit)
+        for flag, setting in (("--phi-fit", "phi_fit"), ("--phi-target", "phi_target")):
+            if getattr(args, setting) is not None:
+                if algo != "kappa-pi-trpo":
+                    raise ValueError(f"{flag} applies to --algo kappa-pi-trpo only, not {algo}")
+                config.training(**{setting: getattr(args, setting)})
         if algo == "gae":
             config.training(lambda_=args.lambda_)
         if args.gamma is not None:
@@ -153,7 +158,7 @@ def describe(algo: str, config, args) -> str:
         schedule = (f"kappa {config.kappa}, C_FA {config.c_fa}, N_kappa {n}, "
                     f"T_kappa {config.schedule_length // n} {unit}, ")
         if getattr(config, "kappa_variant", "") == "pi" and hasattr(config, "phi_fit"):
-            schedule += f"phi_fit {config.phi_fit}, "
+            schedule += f"phi_fit {config.phi_fit}, phi_target {config.phi_target}, "
     else:
         schedule = f"lambda {config.lambda_}, "
     return (f"env {args.env}, {schedule}gamma {config.gamma}, T {config.total_env_steps} env steps, "

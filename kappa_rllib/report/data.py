@@ -30,7 +30,7 @@ class Run:
     path: str
     env: str
     family: str  # "dqn", "trpo", "ppo" or "appo"
-    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit is appended
+    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit or phi_target is appended
     kappa: float  # 1.0 for plain TRPO and GAE
     c_fa: float | None
     naive: bool

@@ -57,12 +57,14 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
     family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
               else "dqn")
     is_kappa = variant != "plain"
-    if variant == "kappa-pi" and params.get("phi_fit", "every_batch") != "every_batch":
-        variant += f" (phi_fit={params['phi_fit']})"  # kappa-PI-TRPO's V_phi schedule ablation
+    if variant == "kappa-pi":  # kappa-PI-TRPO's V_phi ablations (kappa_rllib.variant), each apart from the default
+        ablations = [f"{k}={params[k]}" for k, default in (("phi_fit", "every_batch"), ("phi_target", "bootstrap"))
+                     if params.get(k, default) != default]
+        variant += f" ({', '.join(ablations)})" if ablations else ""
     lambda_ = None if is_kappa else float(params.get("lambda", params.get("lambda_", 1.0)))
     return Run(
         path=str(result_file.parent),
-        env=str(params.get("env", "?")).removeprefix(_ENV_PREFIX),
+        env=_task(params),
         family=family,
         variant=variant,
         kappa=float(params["kappa"]) if is_kappa else 1.0,
@@ -83,6 +85,14 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         timelines=tuple(timelines),
         last_timeline=last_timeline,
     )
+
+
+def _task(params: dict) -> str:
+    """The env id, with the env's keyword arguments where a trial gave any (`env_config`): the same id
+    made otherwise (Ant-v5 without contact forces) is another task, never averaged into the id's cells."""
+    env = str(params.get("env", "?")).removeprefix(_ENV_PREFIX)
+    kwargs = params.get("env_config") or {}
+    return f"{env} ({', '.join(f'{k}={v}' for k, v in sorted(kwargs.items()))})" if kwargs else env
 
 
 _NEW_TIMELINE = "_kappa_rllib_new_timeline"  # set by _rows on the first row after a PBT / PB2 exploit

@@ -23,7 +23,7 @@ from kappa_rllib.algorithms.config_mixins import KappaConfigMixin, set_given
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.trpo.trpo import TRPO, TRPOConfig
 from kappa_rllib.phases import KappaPhaseMachine
-from kappa_rllib.variant import PHI_FIT_EVERY_BATCH, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PI, VI
+from kappa_rllib.variant import PHI_FIT_EVERY_BATCH, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PHI_TARGET_BOOTSTRAP, PI, VI
 
 
 class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
@@ -32,6 +32,7 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         # C_FA after the paper's ablation for TRPO (Appendix B.1); T ~2000 iterations of 1024 steps (Table 4)
         self.set_kappa_defaults(defaults.TRPO)
         self.phi_fit = PHI_FIT_EVERY_BATCH  # kappa-PI only: see kappa_rllib.variant
+        self.phi_target = PHI_TARGET_BOOTSTRAP  # kappa-PI only: see kappa_rllib.variant
         # V_theta (and the policy) in the default module; V_phi in learner-only modules.
         phi_modules = [PHI_MODULE_ID] + ([PHI_SHAPING_MODULE_ID] if self.kappa_variant == PI else [])
         self._rl_module_spec = MultiRLModuleSpec(
@@ -41,17 +42,19 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
             }
         )
 
-    def training(self, *, phi_fit: str | None = None, **kwargs):
+    def training(self, *, phi_fit: str | None = None, phi_target: str | None = None, **kwargs):
         """TRPO's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and (keyword-only):
 
         Args:
             phi_fit: kappa-PI only: when V_phi is fitted (`kappa_rllib.variant`, PHI_FIT_*).
+            phi_target: kappa-PI only: how V_phi's target rho_j ends at a time-limit truncation and at the
+                batch end (`kappa_rllib.variant`, PHI_TARGET_*).
         """
-        set_given(self, {"phi_fit": phi_fit})
+        set_given(self, {"phi_fit": phi_fit, "phi_target": phi_target})
         return super().training(**kwargs)
 
     def _kappa_plan_options(self) -> dict:
-        return {"phi_fit": self.phi_fit}
+        return {"phi_fit": self.phi_fit, "phi_target": self.phi_target}
 
     def get_default_learner_class(self):
         from kappa_rllib.algorithms.kappa_trpo.torch.kappa_trpo_torch_learner import KappaTRPOTorchLearner

@@ -249,7 +249,7 @@ class TRPO(ManifestMixin, SamplerMixin, Algorithm):
                 segments = self.sampler.collect()
             else:
                 segments = self.sampler.sample(num_env_steps, global_env_steps=lifetime)
-        columns = segment_transitions(segments)
+        columns = segment_transitions(segments, truncateds=True)  # kappa-PI-TRPO's phi_target reads them
         steps = len(columns[Columns.REWARDS])
         batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=steps)
         overlap = (self.config.overlap_sampling and self.env_runner_group.num_remote_workers() > 0

@@ -10,6 +10,8 @@ Which network is "V_phi" in R_j (docs/paper-settings.md, "V_phi in kappa-PI-TRPO
     (`PHI_MODULE_ID`). V_phi is fitted to the plain returns rho_j on every batch (the authors'
     code; `phi_fit="every_batch"`) or only on an iteration's last batch (Alg. 7 read literally;
     `phi_fit="iteration_end"`); the snapshot is refreshed from it when a kappa-iteration ends.
+    rho_j bootstraps with V_phi at a time-limit truncation and the batch end, or (`phi_target=
+    "authors"`) stops at a truncation and bootstraps the batch end with the snapshot.
   * kappa-VI: `PHI_MODULE_ID`, set to V_theta when a kappa-iteration ends (Alg. 8, line 11).
 
 The algorithm says whether V_phi is fitted on a batch through the update call's `fit_phi`
@@ -56,7 +58,7 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
             return [DEFAULT_MODULE_ID]
         ids = [DEFAULT_MODULE_ID, self.shaping_module_id]
         if self.plan.evaluates_phi:
-            ids.append(PHI_MODULE_ID)  # bootstraps rho_j at truncations and the batch end
+            ids.append(self.plan.rho_bootstrap_module)  # bootstraps rho_j at truncations and the batch end
         return ids
 
     def advantages_and_targets(self, chunk, values):
@@ -66,8 +68,11 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
         returns = kappa_returns(rewards, v_shaping, v_theta[-1], terminated, cfg.gamma, cfg.kappa)
         out = {Columns.ADVANTAGES: returns - v_theta[:-1], Columns.VALUE_TARGETS: returns}
         if self.plan.evaluates_phi:
-            # rho_j bootstraps with the trained V_phi: the current estimate of the original MDP's value
-            out[PHI_VALUE_TARGETS] = plain_returns(rewards, values[PHI_MODULE_ID][-1], terminated, cfg.gamma)
+            # rho_j bootstraps with the trained V_phi, the current estimate of the original MDP's value;
+            # phi_target="authors": not at a truncation, and with the shaping snapshot at the batch end
+            ends = terminated or (self.plan.rho_ends_at_truncation and chunk.get("truncated", False))
+            out[PHI_VALUE_TARGETS] = plain_returns(rewards, values[self.plan.rho_bootstrap_module][-1], ends,
+                                                   cfg.gamma)
             out[PHI_SHAPING_VALUES] = v_shaping[:-1]  # for the metric below, not recomputed
         return out
 
