@@ -26,7 +26,7 @@ def test_there_are_paper_small_and_ablation_files():
             "paper/mujoco_table2.py", "paper/mujoco_cfa_ablation.py", "paper/mujoco_lower_gamma.py",
             "small/cartpole_dqn.py", "small/minatar_dqn.py", "small/mujoco_trpo.py",
             "ablations/phi_fit_hopper.py", "adaptive/inverted_pendulum_ppo.py", "paper/table2_focused.py",
-            "small/minatar_breakout_1m.py"} <= names
+            "small/minatar_breakout_1m.py", "ablations/ant_kappa_pi_level.py"} <= names
 
 
 @pytest.mark.parametrize("smoke", [False, True], ids=["full", "smoke"])
