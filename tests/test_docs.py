@@ -180,3 +180,10 @@ def test_the_heavy_result_data_stays_out_of_the_site(site):
     assert not list(site_dir.rglob("result.json"))
     size = sum(p.stat().st_size for p in site_dir.rglob("*") if p.is_file())
     assert size < 10_000_000, f"the site is {size / 1e6:.1f} MB"
+
+
+def test_the_experiments_page_names_every_grid_file():
+    """docs/experiments.md is where a reader looks for the grids: every file under tune_configs/ is there."""
+    page = (ROOT / "docs" / "experiments.md").read_text()
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tune_configs").rglob("*.py") if p.name != "__init__.py")
+    assert files and [f for f in files if f"`{f}`" not in page] == []
