@@ -11,7 +11,8 @@ table2_claim2.py; seeds 0-2):
     no_contact_kappa_pi_trpo         Ant-v5 made as the paper's Ant-v2 ran under MuJoCo 2.0: no contact
                                      forces in the observation (27 values, not 105) and no contact cost
                                      (`include_cfrc_ext_in_observation=False`, `contact_cost_weight=0`)
-If either cell lands near the paper's 1377 and the other stays near 2763, that difference is the one.
+If either cell lands near the paper's 1377 and the other stays near 2763, that difference is the one
+(by hand: `report` puts the paper's numbers beside the paper's own cells only).
 `kappa-rllib report` keeps each cell apart from the published ones: the first as the variant
 "kappa-pi (phi_target=authors)", the second as the task "Ant-v5 (contact_cost_weight=0.0, ...)".
 
