@@ -260,10 +260,13 @@ def test_bad_authors_options_are_refused(setting, value):
         TRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()
 
 
-@pytest.mark.parametrize("setting", ["phi_fit", "phi_target"])
-def test_bad_v_phi_options_are_refused(setting):
+@pytest.mark.parametrize("setting, value", [("phi_fit", PHI_FIT_ITERATION_END), ("phi_target", PHI_TARGET_AUTHORS)])
+def test_bad_v_phi_options_are_refused(setting, value):
     with pytest.raises(ValueError, match=f"{setting} must be one of"):
         KappaPITRPOConfig().environment("CartPole-v1").training(**{setting: "sometimes"}).validate()
+    KappaPITRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()
+    with pytest.raises(ValueError, match=f"{setting}='{value}' applies to kappa-PI-TRPO only"):
+        KappaVITRPOConfig().environment("CartPole-v1").training(**{setting: value}).validate()
 
 
 def test_fitting_v_theta_and_v_phi_together_is_fitting_each_alone():

@@ -72,6 +72,10 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         if self.lambda_ != 1.0:
             problems.add(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
                          "lambda only applies to the GAE baseline (TRPOConfig)")
+        if self.kappa_variant != PI:  # kappa-VI copies V_theta into V_phi: it never fits V_phi
+            for name, default in (("phi_fit", PHI_FIT_EVERY_BATCH), ("phi_target", PHI_TARGET_BOOTSTRAP)):
+                if getattr(self, name) != default:
+                    problems.add(f"{name}={getattr(self, name)!r} applies to kappa-PI-TRPO only (kappa-VI never fits V_phi)")
 
     def check_relations(self) -> None:
         super().check_relations()
