@@ -43,6 +43,8 @@ PHI_TARGET_BOOTSTRAP = "bootstrap"  # default: a time-limit truncation and the b
 PHI_TARGET_AUTHORS = "authors"  # the authors' code: a truncation ends rho as a terminal state would (gym
 #   0.14's TimeLimit said done), and the batch end bootstraps with the frozen snapshot the shaping reads
 PHI_TARGETS = (PHI_TARGET_BOOTSTRAP, PHI_TARGET_AUTHORS)
+# kappa-PI-TRPO's V_phi settings and their defaults (config attributes, params.json keys)
+PHI_OPTION_DEFAULTS = {"phi_fit": PHI_FIT_EVERY_BATCH, "phi_target": PHI_TARGET_BOOTSTRAP}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from kappa_rllib.report.data import Run
+from kappa_rllib.variant import PHI_OPTION_DEFAULTS
 
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "data" / "paper_tables.csv"
@@ -58,8 +59,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
               else "dqn")
     is_kappa = variant != "plain"
     if variant == "kappa-pi":  # kappa-PI-TRPO's V_phi ablations (kappa_rllib.variant), each apart from the default
-        ablations = [f"{k}={params[k]}" for k, default in (("phi_fit", "every_batch"), ("phi_target", "bootstrap"))
-                     if params.get(k, default) != default]
+        ablations = [f"{k}={params[k]}" for k, default in PHI_OPTION_DEFAULTS.items() if params.get(k, default) != default]
         variant += f" ({', '.join(ablations)})" if ablations else ""
     lambda_ = None if is_kappa else float(params.get("lambda", params.get("lambda_", 1.0)))
     return Run(

@@ -23,7 +23,7 @@ from kappa_rllib.algorithms.config_mixins import KappaConfigMixin, set_given
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.trpo.trpo import TRPO, TRPOConfig
 from kappa_rllib.phases import KappaPhaseMachine
-from kappa_rllib.variant import PHI_FIT_EVERY_BATCH, PHI_MODULE_ID, PHI_SHAPING_MODULE_ID, PHI_TARGET_BOOTSTRAP, PI, VI
+from kappa_rllib.variant import PHI_MODULE_ID, PHI_OPTION_DEFAULTS, PHI_SHAPING_MODULE_ID, PI, VI
 
 
 class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
@@ -31,8 +31,8 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         super().__init__(algo_class=algo_class)
         # C_FA after the paper's ablation for TRPO (Appendix B.1); T ~2000 iterations of 1024 steps (Table 4)
         self.set_kappa_defaults(defaults.TRPO)
-        self.phi_fit = PHI_FIT_EVERY_BATCH  # kappa-PI only: see kappa_rllib.variant
-        self.phi_target = PHI_TARGET_BOOTSTRAP  # kappa-PI only: see kappa_rllib.variant
+        # kappa-PI only: see kappa_rllib.variant
+        self.phi_fit, self.phi_target = PHI_OPTION_DEFAULTS["phi_fit"], PHI_OPTION_DEFAULTS["phi_target"]
         # V_theta (and the policy) in the default module; V_phi in learner-only modules.
         phi_modules = [PHI_MODULE_ID] + ([PHI_SHAPING_MODULE_ID] if self.kappa_variant == PI else [])
         self._rl_module_spec = MultiRLModuleSpec(
@@ -73,7 +73,7 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
             problems.add(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
                          "lambda only applies to the GAE baseline (TRPOConfig)")
         if self.kappa_variant != PI:  # kappa-VI copies V_theta into V_phi: it never fits V_phi
-            for name, default in (("phi_fit", PHI_FIT_EVERY_BATCH), ("phi_target", PHI_TARGET_BOOTSTRAP)):
+            for name, default in PHI_OPTION_DEFAULTS.items():
                 if getattr(self, name) != default:
                     problems.add(f"{name}={getattr(self, name)!r} applies to kappa-PI-TRPO only (kappa-VI never fits V_phi)")
 
