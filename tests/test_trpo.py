@@ -152,11 +152,10 @@ def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_as_phi_target_say
             v_phi = learner.module[PHI_MODULE_ID].unwrapped().compute_values(
                 {Columns.OBS: torch.as_tensor(chunk["obs"])}).numpy().astype(np.float64)
         assert np.abs(v_shaping - v_phi).min() > 1e-3
+        # the authors': nothing after a truncation, the snapshot at the batch end
+        authors_last = 0.0 if chunk["truncated"] else v_shaping[-1]
         R, rho = loop_returns(chunk["rewards"], v_shaping, v_theta[-1], chunk["terminated"], GAMMA, KAPPA,
-                              v_rho_last=v_phi[-1])
-        if phi_target == PHI_TARGET_AUTHORS:
-            _, rho = loop_returns(chunk["rewards"], v_shaping, v_theta[-1], chunk["terminated"], GAMMA, KAPPA,
-                                  v_rho_last=0.0 if chunk["truncated"] else v_shaping[-1])
+                              v_rho_last=authors_last if phi_target == PHI_TARGET_AUTHORS else v_phi[-1])
         np.testing.assert_allclose(out["value_targets"], R, rtol=1e-10)
         np.testing.assert_allclose(out["advantages"], R - v_theta[:-1], rtol=1e-10)
         np.testing.assert_allclose(out[PHI_VALUE_TARGETS], rho, rtol=1e-10)
