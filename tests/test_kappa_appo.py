@@ -15,8 +15,12 @@ from ray.rllib.algorithms.appo import APPOConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from kappa_rllib import KappaPIAPPO, KappaPIAPPOConfig, KappaVIAPPOConfig
+from kappa_rllib.algorithms.kappa_appo.kappa_appo import KappaAPPO
+from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
+from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.algorithms.kappa_appo.torch.kappa_appo_torch_learner import vtrace_value_targets
 from kappa_rllib.variant import PHI_MODULE_ID
 from learner_batches import learner_batch, sample_episodes
@@ -171,8 +175,6 @@ def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, conf
     4, 7, 10). Updates carry the env steps sampled when their batch was sent; the snapshot moves
     only at the first update at or past an end, once even when one update passes two ends, and
     never for an update that carries an older count (a replayed batch)."""
-    from kappa_rllib.phases import KappaPhaseMachine
-
     learner = build_learner(settings(config_cls(), kappa=0.9, c_fa=0.3, total_env_steps=2000))
     learner.set_kappa_schedule(KappaPhaseMachine(total_units=10, num_iterations=3, with_evaluation_phase=False,
                                                  unit="batches").get_state())
@@ -190,6 +192,42 @@ def test_the_first_update_sent_at_an_iteration_end_closes_it(build_learner, conf
     assert moved == [False, False, False, True, False, False, True, True, False]
     assert [c[:2] for c in learner.kappa_closings()] == [(4, 1), (7, 2), (8, 3)]
     assert learner.get_state(components=[])["kappa_iterations_closed"] == 3
+
+
+class RoundsLoop(KappaLoopMixin):
+    """The shared kappa loop with kappa-APPO's shape and no Ray: one `training_step` per `train()` call,
+    budget one batch, and each round brings whatever batches the EnvRunners finished (maybe several)."""
+
+    def __init__(self, rounds, total_units=12, num_iterations=8):
+        self.phases = KappaPhaseMachine(total_units=total_units, num_iterations=num_iterations,
+                                        with_evaluation_phase=False, unit="batches")
+        self.metrics = MetricsLogger()
+        self.rounds, self.closed = iter(rounds), []
+
+    _units_per_training_step = KappaAPPO._units_per_training_step
+
+    def _improvement_step(self, max_units):
+        new = min(next(self.rounds), self.phases.total_units - self.phases.units)
+        self.phases.record_units(new)
+        return new
+
+    def _end_improvement(self):
+        self.closed.append(self.phases.iteration)
+
+
+def test_a_round_that_passes_several_iteration_ends_closes_them_all_in_its_call():
+    """12 batches, N_kappa = 8 (ends after batches 2, 4, 6, 8, 9, 10, 11, 12). The round from batch 6
+    to 10 passes three ends: all three close in that `train()` call, and the call that samples
+    batch T ends the schedule, so its result says done (before this, the ends past the first waited for
+    the next call, and `kappa-rllib train` stops once T env steps are sampled: a cluster run on a loaded
+    machine ended with iterations open and a last result that did not say done)."""
+    loop = RoundsLoop([1, 4, 1, 4, 2])
+    after_each_call = []
+    for _ in range(5):
+        loop.training_step()
+        after_each_call.append((loop.phases.units, loop.phases.iteration))
+    assert after_each_call == [(1, 0), (5, 2), (6, 3), (10, 6), (12, 8)]
+    assert loop.phases.done and loop.closed == list(range(8))
 
 
 def test_kappa_pi_appo_run_checkpoint_and_restore_with_a_new_kappa(ray_local, tmp_path):

@@ -48,9 +48,11 @@ class KappaLoopMixin:
         raise NotImplementedError
 
     def _improvement_step(self, max_units: int) -> int:
-        """Progress the improvement phase by 1..`max_units` units (never past its end). A family whose
-        unit is a batch (kappa-TRPO, kappa-PPO) does one batch and returns 1; the loop calls it again while
-        the `train()` call has units left (kappa-TRPO's `batches_per_iteration`)."""
+        """Progress the improvement phase by up to `max_units` units (>= 1) and return how many it did.
+        The loop calls it only while the phase has units left. A family whose unit is a batch (kappa-TRPO,
+        kappa-PPO) does one batch and returns 1; the loop calls it again while the `train()` call has
+        units left (kappa-TRPO's `batches_per_iteration`). kappa-DQN stops at the phase's end; kappa-APPO
+        may return 0 (no batch finished yet) or pass the end (one round brought several batches)."""
         raise NotImplementedError
 
     def _evaluation_step(self) -> None:
@@ -69,13 +71,17 @@ class KappaLoopMixin:
     def training_step(self) -> None:
         self._check_not_done()
         budget, used = self._units_per_training_step(), 0
-        while not self.phases.done and used < budget:
+        # An improvement phase whose units are all in (kappa-APPO: one sampling round may bring the
+        # batches of several iterations) closes in this call even when the budget is used up, so the
+        # call that brings unit T also ends the schedule.
+        while not self.phases.done and (used < budget or self.phases.improvement_complete()):
             if self.phases.phase == EVALUATION:
                 self._evaluation_step()
                 if self.phases.evaluation_complete():
                     self.phases.end_evaluation()
             else:
-                used += self._improvement_step(budget - used)
+                if not self.phases.improvement_complete():
+                    used += self._improvement_step(budget - used)
                 if self.phases.improvement_complete():
                     with self.metrics.log_time((TIMERS, KAPPA_ITERATION_END_TIMER)):
                         self._end_improvement()

@@ -16,7 +16,8 @@ APPO samples and learns asynchronously, so a kappa-iteration cannot end at an ex
   * the algorithm counts the env steps its EnvRunners returned (RLlib's sampled-lifetime count) and
     ends an iteration at the first `training_step` whose count reaches the iteration's planned end
     (in batches of train_batch_size); an iteration that overshoots leaves the next one shorter, so
-    every end stays where the plan puts it, and the run ends once T batches were sampled;
+    every end stays where the plan puts it. One round may pass several ends: all of them close in
+    that step, so the step that samples batch T ends the run (its result says done);
   * every learner closes the same iteration before the first update whose batch was sent at or
     after that count (on any learner: RLlib may drop a request for one learner only; the learner
     docstring), so with several learners all hold one snapshot.
@@ -162,8 +163,6 @@ class KappaAPPO(ManifestMixin, KappaLoopMixin, SamplerMixin, APPO):
     def _improvement_step(self, max_units: int) -> int:
         """One round of APPO (collect what the EnvRunners finished, send batches to the learners,
         broadcast weights); returns the batches of the schedule it completed (module docstring)."""
-        if self.phases.units_left_in_phase() == 0:
-            return 0  # the previous round overshot this whole iteration: close it without sampling
         before = self._env_steps_sampled()
         APPO.training_step(self)
         self.counters["env_steps"] += self._env_steps_sampled() - before
