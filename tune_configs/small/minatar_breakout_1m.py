@@ -8,14 +8,15 @@ Grids (T = 1,000,000 env steps per trial, 5 seeds):
     breakout_1m_kappa_pi_dqn   kappa 0.84           5 trials
     breakout_1m_kappa_vi_dqn   kappa 0.68           5 trials
     breakout_1m_naive_kappa_pi_dqn  kappa 0.84, N_kappa = T   5 trials
-Cost: 20 trials, 20M env steps. Measured on the project's 2-core machine, two trials at a time: a DQN
-trial's 5,000-step iterations take ~6 s on quiet cores (~830 env steps/s, as in the 250k grid: ~20 min
-per 1M) and 11-13 s beside other work. The DQN and kappa-VI cells took 1,237-1,958 s a trial, 4.5
-trial-hours for the 10 (about half of it beside other work). kappa-VI makes as many updates as DQN,
-kappa-PI and the naive schedule twice as many (~40 min a trial on quiet cores), so ~5 hours of 2 quiet
-cores in all. Run it in parts with `--resume` (`--grids` picks cells).
+Cost: 20 trials, 20M env steps, 12.8 trial-hours (Tune's clock), measured on the project's 2-core
+machine, two trials at a time. A DQN trial's 5,000-step iterations take ~6 s on quiet cores (~830 env
+steps/s: ~20 min per 1M) and 11-13 s beside other work; the DQN and kappa-VI cells took 1,237-1,958 s a
+trial (about half of it beside other work). kappa-PI and the naive schedule make twice DQN's updates:
+kappa-PI trials took 2,478-3,394 s (an iteration ~6-7 s, ~28 s when it runs an evaluation phase), naive
+trials 2,822-3,265 s (~13 s an iteration). Run it in parts with `--resume` (`--grids` picks cells).
 The 250k result (docs/results/minatar/): DQN 4.4 +- 0.2, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.2 (0.84).
-At 1M (docs/results/minatar/1m/): DQN 5.7 +- 0.1, kappa-VI 0.68 6.2 +- 0.2.
+At 1M (docs/results/minatar/1m/): DQN 5.7 +- 0.1, kappa-PI 0.84 6.3 +- 0.4, its naive schedule 6.0 +- 0.2
+(P(C_FA > naive) 0.84 [0.52, 1.00]), kappa-VI 0.68 6.2 +- 0.2.
 
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --report
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --resume
