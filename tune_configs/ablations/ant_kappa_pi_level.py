@@ -16,8 +16,11 @@ If either cell lands near the paper's 1377 and the other stays near 2763, that d
 `kappa-rllib report` keeps each cell apart from the published ones: the first as the variant
 "kappa-pi (phi_target=authors)", the second as the task "Ant-v5 (contact_cost_weight=0.0, ...)".
 
-Cost: 6 trials, 12M env steps. A kappa-PI-TRPO trial on Ant-v5 took 1,112-1,590 s two at a time on the
-project's 2-core machine (table2_claim2.py), so ~2.3 trial-hours, ~1.2 hours of 2 cores. Not yet run.
+Result (2026-11-29, docs/results/table2/ant_level/, the table2 README says more): the authors' target
+ends at 1802 +- 438 (seeds 2248 / 1605 / 1554, each ~1,000 below the published run of its seed), most of
+the way to the paper's 1377; without contact forces kappa-PI ends at 2683 +- 673, the published level.
+Cost: 6 trials, 12M env steps, 1.90 trial-hours on the project's 2-core machine (961-1,384 s a trial, two
+at a time on quiet cores: ~62 minutes).
 
     kappa-rllib tune tune_configs/ablations/ant_kappa_pi_level.py --storage S --num-cpus 2 --checkpoint-every 50
     kappa-rllib tune tune_configs/ablations/ant_kappa_pi_level.py --storage S --num-cpus 2 --checkpoint-every 50 --resume
