@@ -19,9 +19,9 @@ from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
 from kappa_rllib import KappaPIAPPO, KappaPIAPPOConfig, KappaVIAPPOConfig
 from kappa_rllib.algorithms.kappa_appo.kappa_appo import KappaAPPO
+from kappa_rllib.algorithms.kappa_appo.torch.kappa_appo_torch_learner import vtrace_value_targets
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.phases import KappaPhaseMachine
-from kappa_rllib.algorithms.kappa_appo.torch.kappa_appo_torch_learner import vtrace_value_targets
 from kappa_rllib.variant import PHI_MODULE_ID
 from learner_batches import learner_batch, sample_episodes
 
