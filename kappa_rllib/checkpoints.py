@@ -48,10 +48,13 @@ def write_manifest(path, algorithm) -> None:
         "format": FORMAT,
         "algorithm": type(algorithm).__name__,
         "training_iteration": int(getattr(algorithm, "iteration", 0) or 0),
-        # Tune's clock at the save: a resume that kappa_rllib.faults points at this checkpoint restores it
+        # Tune's clock at the save: a resume that kappa_rllib.tuning.repair points at this checkpoint restores it
         # (Trainable.restore reads time_total_s from the checkpoint's metrics; without it the clock restarts at 0)
         "time_total_s": float(getattr(algorithm, "_time_total", 0.0) or 0.0),
         "env_steps": int(env_steps),
+        # the schedule used up at the save (the trial's last checkpoint): a resume never restores it to train on
+        # (kappa_rllib.tuning.repair)
+        "done": bool(getattr(algorithm, "schedule_done", False)),
         "files": _files(path),
     }
     tmp = path / (MANIFEST + ".tmp")

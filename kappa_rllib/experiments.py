@@ -1,5 +1,5 @@
-"""Experiments as Ray Tune grids: what a `tune_configs/**/*.py` file defines and how
-`kappa-rllib tune` runs it.
+"""Experiments as Ray Tune grids: what a `tune_configs/**/*.py` file defines (`kappa-rllib tune` runs
+it: kappa_rllib.tuning.driver).
 
 A config file defines `experiments(smoke: bool = False) -> list[Grid]`: one `Grid` per algorithm
 (or baseline) of the experiment, each an RLlib config with `tune.grid_search` axes (kappa, C_FA,
@@ -16,14 +16,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
-import json
-import os
-import pickle
 import sys
 from pathlib import Path
-
-from kappa_rllib import faults
-from kappa_rllib.tune_output import quiet_unstarted_trials, tune_output
 
 GRID_SEARCH = "grid_search"
 SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
@@ -66,16 +60,21 @@ class Grid:
         for combo in itertools.product(*axes.values()):
             yield dict(zip(axes, combo))
 
-    def validate(self) -> None:
-        """Builds and validates the config of every trial, without starting Ray; raises
-        ValueError naming the grid and the trial's settings."""
+    def trial_configs(self):
+        """(settings, config) of every trial, and of every value a population may move a member to: the
+        grid's config with the trial's axis values, not validated."""
         cls = self.trainable
         base = self.config.to_dict()
         variants = list(self.variants())
         for setting, values in self.mutations.items():  # every value a population may move a member to
             variants += [{**variants[0], setting: v} for v in values]
         for variant in variants:
-            trial = cls.get_default_config().update_from_dict({**base, **variant})
+            yield variant, cls.get_default_config().update_from_dict({**base, **variant})
+
+    def validate(self) -> None:
+        """Builds and validates the config of every trial, without starting Ray; raises
+        ValueError naming the grid and the trial's settings."""
+        for variant, trial in self.trial_configs():
             try:
                 trial.validate()
             except (ValueError, TypeError) as e:
@@ -128,227 +127,6 @@ def load_module(path: Path):
     finally:
         sys.path.pop(0)
     return module
-
-
-def reregister_envs(grids) -> None:
-    """Tune's registry lives in the running Ray cluster: registers every env a grid names again
-    (after `ray.init`), so trials on any node find them."""
-    from kappa_rllib import envs
-
-    for grid in grids:
-        env = grid.config.env
-        ids = env[GRID_SEARCH] if isinstance(env, dict) and GRID_SEARCH in env else [env]
-        for env_id in ids:
-            if isinstance(env_id, str):
-                envs.rllib_env_name(env_id)
-
-
-def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
-        checkpoint_every: int = 0, max_failures: int = faults.DEFAULT_MAX_FAILURES, verbose: int = 1,
-        compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
-        wandb_entity: str | None = None, progress_interval_s: float = 60.0) -> dict:
-    """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
-    URI, kappa_rllib.storage), all at once: one Tuner per grid, each fitted in its own thread, so their
-    trials share the cluster (kappa_rllib.together; docs/experiments.md). With `resume`, a grid with
-    nothing stored yet starts afresh. Returns {grid name: ResultGrid}. Ray must be initialised.
-
-    Trials checkpoint at their end and every `checkpoint_every` iterations (0: only at the end); the
-    last two are kept. At most `max_concurrent` trials of the whole file run at once (None: as many as
-    the cluster holds). A trial whose node is lost restarts from its latest checkpoint up to
-    `max_failures` times (-1: unlimited), one whose own code raised, once (kappa_rllib.faults).
-    `compact`: Tune prints nothing and kappa_rllib.progress prints one view of the file instead (a
-    line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
-    (kappa_rllib.tracking), in the project `track_project` (and the W&B entity `wandb_entity`).
-    Ctrl-C (SIGINT) stops every grid, each saving its state for `--resume`."""
-    import threading
-
-    from kappa_rllib import storage as stores
-    from kappa_rllib import together
-    from kappa_rllib.progress import FileProgress, GridProgress
-
-    reregister_envs(grids)
-    storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
-    client = _ray_client()
-    stop = threading.Event()
-    # the head line's time left holds where trials stop at their total_env_steps. Ray Client: each grid's
-    # Tune run is a process of its own on the head, where its callbacks run: each prints its own line
-    view = FileProgress(Path(str(storage).rstrip("/")).name, interval_s=progress_interval_s,
-                        eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact and not client else None
-    # Ray Client: the cap is per grid there (Tune's own, in each grid's process)
-    cap = None if client else together.SharedCap(max_concurrent, stop)
-    jobs = []
-    for grid in grids:
-        path = stores.join(storage, grid.name)
-        started = together.Started()
-        # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
-        callbacks = [faults.retry_policy(max_failures), started]
-        if view is not None:
-            callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
-        elif compact:
-            callbacks.append(GridProgress(grid.name, grid.num_trials(), _total_env_steps(grid),
-                                          interval_s=progress_interval_s))
-        if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.faults)
-            callbacks.append(faults.state_backup(Path(path)))
-        if track:
-            from kappa_rllib import tracking
-
-            callbacks += tracking.tune_callbacks(list(track), project_name=tracking.project(track_project),
-                                                 group=grid.name, results_folder=os.getcwd() if stores.is_uri(path) else path,
-                                                 entity_name=tracking.entity(wandb_entity))
-        jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
-                                       checkpoint_every=checkpoint_every, max_failures=max_failures,
-                                       verbose=0 if compact else verbose, callbacks=callbacks), started))
-        if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
-            stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
-                {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
-                 "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-    with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
-            together.interrupt_on_signal(stop, install=not client):
-        try:
-            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
-                                            stagger=not client)
-        except (EOFError, OSError, pickle.UnpicklingError, json.JSONDecodeError) as e:
-            # Tune's summary of a grid reads each failed trial's error.pkl and results, which a full disk
-            # left empty or cut short; every checkpoint that was saved whole is still there
-            raise StorageError(f"{storage}: writing or reading back the grids' files failed ({type(e).__name__}: "
-                               f"{e}; is its disk full?): free space there, then --resume goes on from each "
-                               "trial's last complete checkpoint") from None
-        finally:
-            # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
-            # count them done; the CLI says what is left instead
-            if view is not None and not stop.is_set():
-                view.final()
-    return results
-
-
-def _ray_client() -> bool:
-    import ray
-
-    return ray.util.client.ray.is_connected()
-
-
-def _total_env_steps(grid):
-    """A trial's T in `grid` where every trial stops at it (the default stop rule), else None."""
-    steps = getattr(grid.config, "total_env_steps", None)
-    return steps if grid.stop == SCHEDULE_STOP and isinstance(steps, (int, float)) else None
-
-
-def _param_space_on_restore(grid, path) -> dict:
-    """The grid's param space as the stored run has it. Tune refuses a restore whose param space has other
-    keys than the run started with (tuner.pkl lists them), so a setting this version of kappa-rllib added
-    since (e.g. `batches_per_iteration`) is left out: trials made from it take the setting's default, what
-    the run's version ran. A stored setting this version no longer has is one clear error."""
-    from ray import cloudpickle
-    from ray.train._internal.storage import get_fs_and_path
-    from ray.tune.utils import flatten_dict
-
-    space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
-    fs, fs_path = get_fs_and_path(str(path), None)
-    with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
-        stored = cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
-    if stored is None:  # Tune checks nothing then either
-        return space
-    keys = set(flatten_dict(space))
-    gone = sorted(set(stored) - keys)
-    if gone:
-        raise ValueError(f"{path}: grid {grid.name!r} was started with settings this kappa-rllib does not have "
-                         f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}): resume it with the version "
-                         "that started it")
-    for key in keys - set(stored):  # added since the run started: the trials keep the default
-        *parents, leaf = key.split("/")
-        node = space
-        for parent in parents:
-            node = node[parent]
-        del node[leaf]
-    return space
-
-
-def _restorable(path) -> bool:
-    """Tune can restore the grid at `path` and it has trials: a grid stopped before it made any (a
-    Ctrl-C while the file's grids were starting) holds a Tuner's settings but no trials, and Tune's
-    restore of it fails loudly and starts afresh; it is started afresh here instead."""
-    from ray import tune
-
-    from kappa_rllib import storage as stores
-
-    if not tune.Tuner.can_restore(path):
-        return False
-    if stores.is_uri(path):
-        return True
-    newest = faults._newest_state(Path(path))
-    if newest is None:
-        return False
-    try:
-        return bool(json.loads(newest.read_text()).get("trial_data"))
-    except (OSError, ValueError):
-        return True  # cut short (a full disk): faults.repair_state has put back a whole copy, or says so
-
-
-def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every, max_failures, verbose, callbacks):
-    """The grid's Tuner: restored from `path` (`resume` and a run is stored there; its own resume state,
-    with this run's callbacks, failure and concurrency settings) or new."""
-    from ray import tune
-
-    from kappa_rllib import storage as stores
-    from kappa_rllib import together
-
-    failure_config = tune.FailureConfig(max_failures=max_failures)
-    per_grid_cap = max_concurrent if cap is None else None
-    if resume and not stores.is_uri(path) and Path(path).is_dir():
-        for repaired in faults.repair_state(Path(path)):
-            print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
-    restorable = resume and _restorable(path)
-    if resume and not restorable and not stores.is_uri(path) and any(Path(path).glob("*/result.json")):
-        raise ValueError(f"{path}: grid {grid.name!r} has trial results but no Tune state to resume them from "
-                         "(experiment_state-*.json): move the folder aside to run the grid afresh")
-    if restorable:
-        with quiet_unstarted_trials():
-            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=_param_space_on_restore(grid, path),
-                                       resume_unfinished=True, resume_errored=True, restart_errored=False)
-        local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
-        if local is not None:  # this run's output, failure and concurrency settings, not the stored ones
-            run_config = local.get_run_config()
-            run_config.verbose, run_config.callbacks = verbose, callbacks
-            run_config.failure_config = failure_config
-            tune_config = local._tune_config
-            tune_config.max_concurrent_trials = per_grid_cap
-            # Tune restores the generator's saved state into this one (which trials it has made)
-            tune_config.search_alg = together.CappedVariantGenerator(cap) if cap is not None else None
-        return tuner
-    if stores.holds_files(path) and not resume:
-        raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
-                         "continue it, or choose another --storage")
-    return tune.Tuner(
-        grid.trainable,
-        param_space=grid.config,
-        tune_config=tune.TuneConfig(
-            max_concurrent_trials=per_grid_cap, scheduler=grid.scheduler, num_samples=grid.num_samples,
-            search_alg=together.CappedVariantGenerator(cap) if cap is not None else None),
-        run_config=tune.RunConfig(
-            name=grid.name,
-            storage_path=storage,
-            stop=grid.stop,
-            verbose=verbose,
-            callbacks=callbacks,
-            # a population's members restore from each other's checkpoints: keep them all
-            checkpoint_config=tune.CheckpointConfig(
-                checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
-                num_to_keep=None if grid.scheduler is not None else 2,
-            ),
-            failure_config=failure_config,
-        ),
-    )
-
-
-class StorageError(ValueError):
-    """The grid's storage could not be written (one line: the folder, the cause, what to do)."""
-
-
-def unfinished(result_grid) -> int:
-    """Trials of a ResultGrid that neither ended (Tune marks the last result of a trial that met its
-    stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
-    reports as terminated. `--resume` continues them."""
-    return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))
 
 
 POPULATION_METRIC = "env_runners/episode_return_mean"

@@ -201,12 +201,14 @@ def _progress_line(algo: str, row: dict, total_steps: int, result: dict | None =
 
 def train(algo: str, config, run_dir, total_steps: int | None = None, log=print, *, algorithm=None,
           checkpoint_every: int = 10, keep_checkpoints: int = 2, stop: dict | None = None,
-          track: list[str] = (), track_project: str | None = None, wandb_entity: str | None = None) -> dict:
+          track: list[str] = (), track_project: str | None = None, wandb_entity: str | None = None,
+          notice_waits: bool = False) -> dict:
     """Trains to the end of the kappa schedule (T env steps), a `stop` rule, or SIGINT/SIGTERM, and
     returns a summary. Checkpoints go to run_dir/checkpoints/ every `checkpoint_every` iterations, at
     the end and on a stop signal. `algorithm`: a restored one to continue (see `resume`). `track`:
     also log each result to W&B and/or MLflow (kappa_rllib.tracking), in the project `track_project`
-    (and the W&B entity `wandb_entity`)."""
+    (and the W&B entity `wandb_entity`). `notice_waits` (a cluster): a line every minute while the
+    algorithm's EnvRunners wait for resources (kappa_rllib.resources.WaitNotice)."""
     from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
 
     from kappa_rllib import checkpoints
@@ -214,7 +216,13 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
     run_dir = Path(run_dir)
     total_steps = int(config.total_env_steps) if total_steps is None else total_steps
     resumed = algorithm is not None
-    algorithm = algorithm or config.build_algo()
+    if algorithm is None:
+        import contextlib
+
+        from kappa_rllib import resources
+
+        with resources.WaitNotice(algo, resources.asks(config)) if notice_waits else contextlib.nullcontext():
+            algorithm = config.build_algo()
     steps_at_start = int(algorithm.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
     started = time.time()
     returns, row, checkpoint, signals, finished = [], None, None, None, False

@@ -2,8 +2,8 @@
 (docs/experiments.md, "Tracking").
 
 `train` logs its one run through the libraries' own loggers (`wandb.init` / `wandb.log`,
-`mlflow.start_run` / `mlflow.log_metrics`); `tune` through Ray Tune's `WandbLoggerCallback` and
-`MLflowLoggerCallback`, subclassed here so that both log the same way: one logged run per trial.
+`mlflow.start_run` / `mlflow.log_metrics`, `RunTracker` here); `tune` through Tune callbacks
+(kappa_rllib.tuning.tracking) that log the same way: one logged run per trial.
 
 - The config once, as the run's config (W&B) or params (MLflow), never as metrics.
 - Every result's metrics, flattened with `/` (`env_runners/episode_return_mean`, `kappa/iteration`,
@@ -17,7 +17,8 @@ Where the runs go is each library's own setting: W&B's project (`--track-project
 else "kappa-rllib"), entity (`--wandb-entity`, else WANDB_ENTITY, else the account's default) and
 `WANDB_MODE=offline` to log without an account (synced later with `wandb sync`); MLflow's
 `MLFLOW_TRACKING_URI`, else a SQLite store in the results folder (`<results>/mlflow.db`; `mlflow ui
---backend-store-uri sqlite:///<results>/mlflow.db`), the experiment named like the W&B project. MLflow 3
+--backend-store-uri sqlite:///<results>/mlflow.db`; for `tune`, the file's folder: one store for all its
+grids, each run tagged with its grid), the experiment named like the W&B project. MLflow 3
 refuses its file store (`file:` or a bare path) unless `MLFLOW_ALLOW_FILE_STORE=true`: `check_store` says
 so in one line before Ray starts.
 """
@@ -164,65 +165,6 @@ def params(config: dict) -> dict:
 
 def mlflow_params(config: dict) -> dict:
     return {k: str(v)[:MAX_PARAM_LENGTH] for k, v in params(config).items()}
-
-
-def tune_callbacks(backends: list[str], *, project_name: str, group: str, results_folder,
-                   entity_name: str | None = None) -> list:
-    """Tune's logger callbacks for `backends`, logging as `train` does (see the module's docstring)."""
-    callbacks = []
-    if "wandb" in backends:
-        from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
-
-        class KappaWandbActor(_WandbLoggingActor):
-            """Ray's W&B logging actor (one per trial): metrics as `metrics()`, against env steps; the
-            trial's config was given to `wandb.init` once, the results' copies of it are dropped."""
-
-            def _handle_result(self, result):
-                if not getattr(self, "_step_defined", False):  # once, in the actor, after wandb.init
-                    self._wandb.define_metric(step_key())
-                    self._wandb.define_metric("*", step_metric=step_key())
-                    self._step_defined = True
-                config_update = {k: result[k] for k in self._to_config if k in result}
-                return metrics(result), config_update
-
-        class KappaWandb(WandbLoggerCallback):
-            _logger_actor_cls = KappaWandbActor
-
-        kwargs = {"entity": entity_name} if entity_name else {}
-        callbacks.append(KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder)),
-                                    **kwargs))
-    if "mlflow" in backends:
-        from ray.air.integrations.mlflow import MLflowLoggerCallback
-
-        class KappaMLflow(MLflowLoggerCallback):
-            """Ray's MLflow callback: the trial's config as params once, metrics as `metrics()` in one
-            batch per result, their step the env steps."""
-
-            def log_trial_start(self, trial):
-                if trial in self._trial_runs:  # a restarted trial goes on in its run
-                    return
-                run = self.mlflow_util.start_run(tags={**self.tags, "trial_name": str(trial)}, run_name=str(trial))
-                self._trial_runs[trial] = run.info.run_id
-                from mlflow.entities import Param
-
-                self._client().log_batch(run.info.run_id, params=[
-                    Param(k, v) for k, v in mlflow_params(trial.config).items()])
-
-            def log_trial_result(self, iteration, trial, result):
-                import time
-
-                from mlflow.entities import Metric
-
-                stamp, step = int(time.time() * 1000), env_steps(result)
-                self._client().log_batch(self._trial_runs[trial], metrics=[
-                    Metric(k, float(v), stamp, step) for k, v in metrics(result, numbers_only=True).items()])
-
-            def _client(self):
-                return self.mlflow_util._get_client()
-
-        callbacks.append(KappaMLflow(tracking_uri=mlflow_uri(results_folder), experiment_name=project_name,
-                                     tags={"grid": group}, save_artifact=False))
-    return callbacks
 
 
 def _results_dir(results_folder) -> Path:

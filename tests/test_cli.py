@@ -36,7 +36,12 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
         (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--phi-target", "mine"], "invalid choice"),
         # the Atari preset's trials take 2 remote EnvRunners: 3 CPUs, more than an embedded Ray of 2 has
         (["tune", "tune_configs/paper/atari_table1.py", "--smoke", "--num-cpus", "2", "--storage", "/tmp/never"],
-         "grid 'kappa_pi_dqn': a trial asks for 3 CPUs (its learner and 2 remote EnvRunners) but this embedded Ray has 2"),
+         "grid 'kappa_pi_dqn': a trial asks for 3 CPUs (its main process, 2 remote EnvRunners) but this embedded Ray "
+         "has 2 CPUs (--num-cpus)"),
+        # train the same: 41 CPUs on an embedded Ray of 2 waited forever before (the EnvRunners never started)
+        (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--num-env-runners", "40", "--num-cpus", "2"],
+         "--algo kappa-pi-trpo asks for 41 CPUs (its main process, 40 remote EnvRunners) but this embedded Ray has "
+         "2 CPUs (--num-cpus): lower --num-env-runners, or run on a cluster (--address)"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):
@@ -287,7 +292,7 @@ def test_the_new_api_stack_notice_is_hidden_unless_verbose():
 def test_the_file_view_has_a_line_per_grid_with_its_trials_env_steps_and_return():
     from types import SimpleNamespace
 
-    from kappa_rllib.progress import FileProgress
+    from kappa_rllib.tuning.progress import FileProgress
 
     printed = []
     view = FileProgress("cartpole_dqn", interval_s=0.0, out=printed.append)
@@ -324,7 +329,7 @@ def test_the_file_view_has_a_line_per_grid_with_its_trials_env_steps_and_return(
 def test_the_file_view_says_the_env_steps_done_and_the_time_left_at_the_pace_of_this_run():
     from types import SimpleNamespace
 
-    from kappa_rllib.progress import FileProgress, _count, _duration
+    from kappa_rllib.tuning.progress import FileProgress, _count, _duration
 
     now = [0.0]
     printed = []

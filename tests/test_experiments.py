@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kappa_rllib import experiments
+from kappa_rllib.tuning import driver
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FILES = sorted(glob.glob(str(ROOT / "tune_configs" / "**" / "*.py"), recursive=True))
@@ -362,7 +363,7 @@ def test_only_the_warning_about_trials_without_results_is_hidden():
         record = logging.LogRecord("ray.tune.analysis.experiment_analysis", logging.WARNING, __file__, 1,
                                    "Failed to fetch metrics for %d trial(s):\n%s", (len(failures), "\n".join(failures)),
                                    None)
-        from kappa_rllib.tune_output import UnstartedTrialsFilter
+        from kappa_rllib.tuning.output import UnstartedTrialsFilter
 
         return UnstartedTrialsFilter().filter(record)
 
@@ -380,7 +381,7 @@ def test_the_grids_share_tunes_ctrl_c_hook_and_one_cap_on_live_trials():
 
     from ray.tune.experiment import Experiment
 
-    from kappa_rllib import together
+    from kappa_rllib.tuning import together
 
     tune_module = importlib.import_module(together._TUNE_MODULE)
     original = getattr(tune_module, together._TUNE_HOOK)
@@ -414,21 +415,21 @@ def test_a_grid_stopped_before_its_first_trial_resumes_afresh_and_no_grid_starts
     import threading
     from types import SimpleNamespace
 
-    from kappa_rllib import together
+    from kappa_rllib.tuning import together
 
     grid = tmp_path / "g"
     grid.mkdir()
     (grid / "tuner.pkl").write_bytes(b"x")
-    assert not experiments._restorable(str(tmp_path / "missing"))
-    assert not experiments._restorable(str(grid))  # no experiment state yet
+    assert not driver._restorable(str(tmp_path / "missing"))
+    assert not driver._restorable(str(grid))  # no experiment state yet
     (grid / "experiment_state-2026-11-28_10-00-00.json").write_text(json.dumps({"trial_data": []}))
-    assert not experiments._restorable(str(grid))  # a state without trials
+    assert not driver._restorable(str(grid))  # a state without trials
     (grid / "experiment_state-2026-11-28_11-00-00.json").write_text(json.dumps({"trial_data": [["t"]]}))
-    assert experiments._restorable(str(grid))  # the newest names a trial
+    assert driver._restorable(str(grid))  # the newest names a trial
     (tmp_path / "h" / "T_0").mkdir(parents=True)
     (tmp_path / "h" / "T_0" / "result.json").write_text("{}\n")
     with pytest.raises(ValueError, match="has trial results but no Tune state to resume them from"):
-        experiments._tuner(SimpleNamespace(name="h"), str(tmp_path), str(tmp_path / "h"), resume=True, cap=None,
+        driver._tuner(SimpleNamespace(name="h"), str(tmp_path), str(tmp_path / "h"), resume=True, cap=None,
                            max_concurrent=None, checkpoint_every=0, max_failures=1, verbose=0, callbacks=[])
 
     stop, fitted = threading.Event(), []
@@ -459,10 +460,10 @@ def test_resume_of_a_run_started_before_a_setting_was_added_keeps_the_stored_key
     keys = sorted(flatten_dict(grid.config.to_dict()))
     older = [k for k in keys if k != "batches_per_iteration"]
     (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": older}))
-    space = experiments._param_space_on_restore(grid, tmp_path)
+    space = driver._param_space_on_restore(grid, tmp_path)
     assert sorted(flatten_dict(space)) == older  # what Tune's restore compares (tuner_internal.py)
     assert space["seed"] == {"grid_search": [0, 1, 2, 3, 4]} and space["env"] == grid.config.env
     (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": keys + ["retired"]}))
     with pytest.raises(ValueError, match=r"grid 'ant_trpo' was started with settings this kappa-rllib does not "
                                          r"have \(retired\): resume it with the version that started it"):
-        experiments._param_space_on_restore(grid, tmp_path)
+        driver._param_space_on_restore(grid, tmp_path)

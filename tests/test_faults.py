@@ -1,7 +1,7 @@
 """Faults (docs/reliability.md, "Faults"): what a grid keeps when a trial's code fails, a node is lost
 (twice), a node joins late, or the whole cluster (its head) is lost.
 
-The retry policy (kappa_rllib.faults) on an embedded Ray; node faults on a real multi-node Ray cluster
+The retry policy (kappa_rllib.tuning.retry) on an embedded Ray; node faults on a real multi-node Ray cluster
 (`ray start` processes on loopback, token auth, tests/test_cluster.py's LocalCluster), one cluster at a
 time. Every case asserts what was kept: each trial finished once, at its T, and a retried or resumed
 trial went on from its latest checkpoint, not from iteration 1.
@@ -135,7 +135,7 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     --resume is made certain: Tune's experiment state as it was at the first checkpoint (a copy older than
     the trial's last checkpoint, naming one that has since been deleted or is older), a result row cut
     short, and Tune's search state cut short (without its whole copy put back, Tune starts the grid afresh). Space freed, `tune --resume` goes on from the newest whole checkpoint, every result row
-    parses, the trial ends once at T, and `report` reads it. (Without faults.repair_state's checkpoint
+    parses, the trial ends once at T, and `report` reads it. (Without repair.repair_state's checkpoint
     step it resumes from the stale state's checkpoint or from iteration 1: this test fails.)"""
     from kappa_rllib import checkpoints
 
@@ -401,46 +401,46 @@ def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, n
     "Failed to restore the run state" and started the grid afresh beside the old trial). The grid's
     callback keeps the last whole copy of each, and skips a copy cut short; `--resume` puts it back, and
     with no whole copy stops with one line instead of letting Tune start the grid afresh."""
-    from kappa_rllib import faults
+    from kappa_rllib.tuning import repair, retry
 
     newest = tmp_path / name
-    backup = faults.state_backup(tmp_path)
+    backup = repair.state_backup(tmp_path)
     newest.write_bytes(whole)
     backup.on_step_end(0, [])
     newest.write_bytes(whole[:20])
     backup.on_step_end(1, [])  # cut short: the whole copy stays
-    assert faults.repair_state(tmp_path) == [f"{name} was cut short (a full disk?): resuming from its last whole "
+    assert repair.repair_state(tmp_path) == [f"{name} was cut short (a full disk?): resuming from its last whole "
                                              f"copy ({name})"]
     assert newest.read_bytes() == whole
-    assert faults.repair_state(tmp_path) == []  # whole: nothing to do
+    assert repair.repair_state(tmp_path) == []  # whole: nothing to do
     for kept in tmp_path.glob(".kappa_rllib_*"):
         kept.unlink()
     newest.write_bytes(whole[:20])
     if name.startswith("callback-states"):  # the retry budgets' counts: dropped, not a reason to stop
-        assert faults.repair_state(tmp_path) == [f"{name} was cut short (a full disk?) and no whole copy was "
+        assert repair.repair_state(tmp_path) == [f"{name} was cut short (a full disk?) and no whole copy was "
                                                  "kept: dropped (the retry budgets of --max-failures start afresh)"]
         assert not newest.exists()
         return
     with pytest.raises(ValueError, match="is cut short .* no whole copy of it was kept: Tune cannot resume"):
-        faults.repair_state(tmp_path)
+        repair.repair_state(tmp_path)
 
 
 def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
-    from kappa_rllib import faults
+    from kappa_rllib.tuning import repair, retry
 
     error = RuntimeError("Traceback (most recent call last):\n  File x\nOSError: [Errno 28] Error writing bytes "
                          "to file. Detail: [errno 28] No space left on device\n")
-    assert faults.failure_line(error) == ("OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] "
+    assert retry.failure_line(error) == ("OSError: [Errno 28] Error writing bytes to file. Detail: [errno 28] "
                                           "No space left on device")
-    assert faults.disk_full(error) and not faults.disk_full(RuntimeError("crash_env: a deliberate error"))
-    assert faults.last_error(object()) is None  # no error file to read: counted as the trial's own code
+    assert retry.disk_full(error) and not retry.disk_full(RuntimeError("crash_env: a deliberate error"))
+    assert retry.last_error(object()) is None  # no error file to read: counted as the trial's own code
 
 
 def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
-    """faults._drop_bad_rows: a row the full disk cut short mid-file with the next row appended onto it
+    """repair._drop_bad_rows: a row the full disk cut short mid-file with the next row appended onto it
     (what Tune's restore of a trial's result.json leaves, seen in CI) and one at the end: both partial rows
     dropped, every whole row kept in order (the appended one too), and a file with none bad not rewritten."""
-    from kappa_rllib.faults import _drop_bad_rows
+    from kappa_rllib.tuning.repair import _drop_bad_rows
 
     rows = [json.dumps({"training_iteration": i, "kappa": {"env_steps": 500 * i}, "x": [i] * 3}) for i in range(1, 6)]
     path = tmp_path / "result.json"
@@ -459,11 +459,11 @@ def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
 
 
 def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_path):
-    """faults.repair_state on a grid folder: an unfinished trial's last row without its newline is kept
+    """repair.repair_state on a grid folder: an unfinished trial's last row without its newline is kept
     in result.json and in progress.csv (a whole CSV row: the header's fields, result.json's count, and its
     last field result.json's value); a row cut short is still dropped, in the CSV too when it was cut
     inside its last field; a finished trial's files are left byte for byte, whatever they hold."""
-    from kappa_rllib import faults
+    from kappa_rllib.tuning import repair, retry
 
     rows = [json.dumps({"training_iteration": i, "done": False, "time": {"total": 10.5 * i}}) for i in (1, 2, 3)]
     csv_rows = ["training_iteration,done,time/total", "1,False,10.5", "2,False,21.0", "3,False,31.5"]
@@ -480,7 +480,7 @@ def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_
     finished_text = f"{rows[0]}\n{rows[1][:7]}{rows[2]}\n{done_row}"  # odd, but finished: not touched
     (finished / "result.json").write_text(finished_text)
     (finished / "progress.csv").write_text("a,b\n1,2")
-    faults.repair_state(tmp_path)
+    repair.repair_state(tmp_path)
     assert (unfinished / "result.json").read_text() == "\n".join(rows) + "\n"
     assert (unfinished / "progress.csv").read_text() == "\n".join(csv_rows) + "\n"
     assert (cut / "result.json").read_text() == "\n".join(rows[:2]) + "\n"
@@ -491,9 +491,9 @@ def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_
 
 
 def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
-    """faults._cut_partial_line (progress.csv) keeps every whole row, across read blocks, and drops only the
+    """repair._cut_partial_line (progress.csv) keeps every whole row, across read blocks, and drops only the
     partial one."""
-    from kappa_rllib.faults import _cut_partial_line
+    from kappa_rllib.tuning.repair import _cut_partial_line
 
     path = tmp_path / "result.json"
     for data, changed, after in [(b"a\nb\n", False, b"a\nb\n"), (b"a\nbc", True, b"a\n"), (b"abc", True, b""),
@@ -511,17 +511,17 @@ def test_the_retry_budget_of_each_trial_is_kept_across_resume(tmp_path):
 
     from ray.tune.callback import CallbackList
 
-    from kappa_rllib import faults
+    from kappa_rllib.tuning import repair, retry
 
-    policy = faults.retry_policy(3)
+    policy = retry.retry_policy(3)
     trial = SimpleNamespace(trial_id="t1", max_failures=3, run_metadata=SimpleNamespace(num_failures=1))
     policy.on_trial_recover(1, [trial], trial)  # no error file: the trial's own code, retried once
     assert trial.max_failures == 1
     policy.on_checkpoint(2, [trial], trial, checkpoint=None)  # got past it
     assert trial.max_failures == 4
-    assert faults.retry_policy(3).get_state() is None  # nothing to keep: no file
-    CallbackList([policy, faults.retry_policy(3)]).save_to_dir(str(tmp_path), session_str="s")
-    resumed = faults.retry_policy(3)
+    assert retry.retry_policy(3).get_state() is None  # nothing to keep: no file
+    CallbackList([policy, retry.retry_policy(3)]).save_to_dir(str(tmp_path), session_str="s")
+    resumed = retry.retry_policy(3)
     CallbackList([resumed]).restore_from_dir(str(tmp_path))
     assert resumed.code_errors == {"t1": 1}
     from ray.exceptions import ActorDiedError

@@ -266,7 +266,8 @@ def test_tune_logs_each_trial_to_wandb_and_mlflow_offline(tmp_path):
               for p in grid_dir.iterdir() if (p / "result.json").is_file()}
     assert sorted(trials) == [0.68, 0.84]
 
-    runs = [wandb_run(folder, with_axes=True) for folder in (grid_dir / "wandb").glob("offline-run-*")]
+    file_dir = grid_dir.parent  # one store for the file's grids (kappa_rllib.tuning.tracking)
+    runs = [wandb_run(folder, with_axes=True) for folder in (file_dir / "wandb").glob("offline-run-*")]
     assert sorted(config["kappa"] for config, _, _ in runs) == [0.68, 0.84]
     for config, history, axes in runs:
         rows = trials[config["kappa"]]
@@ -278,8 +279,9 @@ def test_tune_logs_each_trial_to_wandb_and_mlflow_offline(tmp_path):
             {"improvement": 0, "evaluation": 1, "done": 2}[r["kappa"]["phase"]] for r in rows]
         assert not [k for h in history for k in h if k.startswith("config")]
 
-    client, runs = mlflow_runs(grid_dir / "mlflow.db", "kt")
+    client, runs = mlflow_runs(file_dir / "mlflow.db", "kt")
     assert sorted(float(r.data.params["kappa"]) for r in runs) == [0.68, 0.84]
+    assert {r.data.tags["grid"] for r in runs} == {"kappa_pi_dqn"} and {r.info.status for r in runs} == {"FINISHED"}
     for run in runs:
         rows = trials[float(run.data.params["kappa"])]
         history = client.get_metric_history(run.info.run_id, "kappa/iteration")

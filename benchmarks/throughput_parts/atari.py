@@ -59,6 +59,7 @@ def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device
     from ray import tune
 
     from kappa_rllib import experiments
+    from kappa_rllib.tuning import driver
 
     start_steps = ATARI["learning_starts"]
     rows = Rows()
@@ -70,7 +71,7 @@ def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device
         if device.startswith("cuda"):
             experiments.request_gpus([grid], 1.0 / n)
         with tempfile.TemporaryDirectory() as storage, PeakRSS() as mem:
-            result_grid = experiments.run([grid], storage, verbose=0)[grid.name]
+            result_grid = driver.run([grid], storage, verbose=0)[grid.name]
             rates = []
             for r in result_grid:
                 if r.error is not None:

@@ -87,6 +87,11 @@ class KappaLoopMixin:
                         self._end_improvement()
                     self.phases.end_improvement()
 
+    @property
+    def schedule_done(self) -> bool:
+        """Every kappa-iteration of the schedule is over: the run reports `done` (checkpoint manifests record it)."""
+        return self.phases.done
+
     def _check_not_done(self) -> None:
         if self.phases.done:
             raise RuntimeError(

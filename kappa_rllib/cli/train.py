@@ -60,6 +60,8 @@ def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
         raise UsageError(one_line(e)) from None
     check_output("--output", args.output)
     check_address(args)
+    for algo, config, _ in configs:
+        check_fits(args, f"--algo {algo}", config)
     start_ray(args, args.torch_threads)
     summaries = []
     for algo, config, preset_path in configs:
@@ -69,7 +71,7 @@ def run_algorithms(args, algos: list[str]) -> tuple[int, list[dict]]:
         summary = runs.train(algo, config, out_dir, int(config.total_env_steps),
                              checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
                              track=args.track, track_project=args.track_project,
-                             wandb_entity=args.wandb_entity)
+                             wandb_entity=args.wandb_entity, notice_waits=bool(args.address))
         summaries.append(summary)
         code = finish_message(algo, summary, out_dir.resolve())
         if code:
@@ -120,6 +122,7 @@ def train_file_main(args) -> int:
         check_track(args)  # before the output folder is made: a bad store writes nothing
         check_output("--output", args.output)
         check_address(args)
+        check_fits(args, str(path), config)
     except (ValueError, TypeError, OSError) as e:
         raise UsageError(one_line(e)) from None
     start_ray(args, args.torch_threads)
@@ -128,8 +131,23 @@ def train_file_main(args) -> int:
     print(f"[{algo}] writing to {out_dir.resolve()}")
     summary = runs.train(algo, config, out_dir, int(config.total_env_steps), stop=stop,
                          checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
-                         track=args.track, track_project=args.track_project, wandb_entity=args.wandb_entity)
+                         track=args.track, track_project=args.track_project, wandb_entity=args.wandb_entity,
+                         notice_waits=bool(args.address))
     return finish_message(algo, summary, out_dir.resolve())
+
+
+def check_fits(args, label: str, config) -> None:
+    """An embedded local Ray that cannot hold the run (its EnvRunners, learner, GPUs) would wait forever: one
+    line, exit 2, before Ray starts (kappa_rllib.resources). A cluster may add nodes: `runs.train` says
+    every minute what the run waits for instead."""
+    from kappa_rllib import resources
+
+    if args.address:
+        return
+    try:
+        resources.check_embedded(label, config, args.num_cpus)
+    except ValueError as e:
+        raise UsageError(one_line(e)) from None
 
 
 def finish_message(algo: str, summary: dict, out_dir: Path) -> int:

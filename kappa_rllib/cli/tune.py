@@ -10,8 +10,8 @@ from kappa_rllib.cli import report as report_verb
 from kappa_rllib.cli.common import (EXIT_INTERRUPTED, UsageError, add_track_options, check_output, check_track, error,
                                     gpu_share, one_line, positive_int)
 from kappa_rllib.cli.ray_session import add_ray_options, check_address, check_local_gpus, start_ray
-from kappa_rllib import faults
-from kappa_rllib.faults import DEFAULT_MAX_FAILURES
+from kappa_rllib.tuning import retry
+from kappa_rllib.tuning.retry import DEFAULT_MAX_FAILURES
 
 
 def add_parser(sub) -> None:
@@ -65,7 +65,7 @@ def _select(grids, names: str | None, file: str):
 
 
 def _check_storage(args) -> None:
-    from kappa_rllib import storage as stores
+    from kappa_rllib.tuning import storage as stores
 
     if stores.is_uri(args.storage):
         stores.check_uri("--storage", args.storage)
@@ -78,24 +78,28 @@ def _check_storage(args) -> None:
 
 
 def _check_local_cpus(args, grids) -> None:
-    """An embedded Ray with fewer CPUs than one trial asks for would leave every trial pending."""
+    """An embedded Ray that cannot hold one trial (its CPUs, GPUs) would leave every trial pending
+    (kappa_rllib.resources); a cluster may add nodes on demand, and trials that wait say so every minute."""
+    from kappa_rllib import resources
+
     if args.address:
-        return  # a cluster may add nodes on demand
-    cpus = args.num_cpus or os.cpu_count()
+        return
     for grid in grids:
-        c = grid.config
-        need = c.num_cpus_for_main_process + c.num_env_runners * c.num_cpus_per_env_runner
-        if need > cpus:
-            raise ValueError(
-                f"grid {grid.name!r}: a trial asks for {need:g} CPUs (its learner and {c.num_env_runners} remote "
-                f"EnvRunners) but this embedded Ray has {cpus} (--num-cpus); run it on a cluster (--address) or "
-                "set .env_runners(num_env_runners=0) in the file")
+        seen = set()
+        for _, config in grid.trial_configs():
+            key = (config.num_env_runners, config.num_cpus_per_env_runner, config.num_learners,
+                   config.num_gpus_per_learner, config.num_cpus_for_main_process)
+            if key not in seen:  # the trials' resource settings, each once
+                seen.add(key)
+                resources.check_embedded(f"grid {grid.name!r}: a trial", config, args.num_cpus,
+                                         lower="set .env_runners(num_env_runners=...) lower in the file")
 
 
 def main(args) -> int:
     """Every grid of the file, validated before Ray starts."""
     from kappa_rllib import experiments
-    from kappa_rllib import storage as stores
+    from kappa_rllib.tuning import driver
+    from kappa_rllib.tuning import storage as stores
 
     try:
         grids = _select(experiments.load_file(args.file, smoke=args.smoke), args.grids, args.file)
@@ -115,6 +119,11 @@ def main(args) -> int:
     except (ValueError, TypeError, OSError, UsageError) as e:
         return error(one_line(e))
     storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))
+    if not args.resume:  # before Ray starts; and before any grid writes a file (kappa_rllib.tuning.driver)
+        try:
+            driver.check_fresh(grids, storage)
+        except (ValueError, OSError) as e:
+            return error(one_line(e))
     total = sum(g.num_trials() for g in grids)
     print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage}")
     for grid in grids:
@@ -122,23 +131,25 @@ def main(args) -> int:
         print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
     start_ray(args, args.torch_threads)  # a UsageError reaches main()
     try:
-        results = experiments.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
+        results = driver.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
                                   compact=not args.verbose, track=args.track, track_project=args.track_project,
                                   wandb_entity=args.wandb_entity)
     except ValueError as e:
         return error(one_line(e))
+    except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
+        print(f"kappa-rllib: error: {e}; resume with: {_resume_command(args)}", file=sys.stderr)
+        return 1
     failed = [r for rg in results.values() for r in rg if r.error]
     errors = len(failed)
-    resume = " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
-                      + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
+    resume = _resume_command(args)
     for result in failed:  # one line each; the whole traceback is in the trial's error.txt
-        print(f"[tune] failed: {result.path}: {faults.failure_line(result.error)}", file=sys.stderr)
-    if any(faults.disk_full(r.error) for r in failed):
+        print(f"[tune] failed: {result.path}: {retry.failure_line(result.error)}", file=sys.stderr)
+    if any(retry.disk_full(r.error) for r in failed):
         print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it
-    left = total - sum(len(rg) - experiments.unfinished(rg) for rg in results.values())
+    left = total - sum(len(rg) - driver.unfinished(rg) for rg in results.values())
     if left:  # say so, and how to go on (and no report of a partial grid)
         print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
               f"to their end; resume with: {resume}", file=sys.stderr)
@@ -148,3 +159,8 @@ def main(args) -> int:
         return report_verb.main_with_defaults(storage)
     print(f"[tune] tables and plots: kappa-rllib report {storage}")
     return 1 if errors else 0
+
+
+def _resume_command(args) -> str:
+    return " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
+                    + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))

@@ -50,7 +50,7 @@ def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
     are skipped, everything else is written, and one line saying why is appended to `notes`. A bucket URI `root` (s3://...) is read
     through a local mirror of its result files, `out`/results (`out` default: ./<name>_report).
     `score_window`: which episodes score a run (data.SCORE_WINDOWS), "episodes" as the paper."""
-    from kappa_rllib import storage
+    from kappa_rllib.tuning import storage
 
     check_score_window(score_window)
 

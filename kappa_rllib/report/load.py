@@ -218,9 +218,9 @@ def _another_members(origin: tuple[int, float], row: dict, timeline: list[dict],
 
 def _population(experiment: Path) -> str | None:
     """The population a trial folder's experiment is (its name), if it is one: `kappa-rllib tune`
-    marks it (kappa_rllib.storage.POPULATION_MARKER); Tune's PBT / PB2 also log pbt_global.txt
+    marks it (kappa_rllib.tuning.storage.POPULATION_MARKER); Tune's PBT / PB2 also log pbt_global.txt
     there once they have moved a member (other tools' populations)."""
-    from kappa_rllib.storage import POPULATION_MARKER
+    from kappa_rllib.tuning.storage import POPULATION_MARKER
 
     if (experiment / POPULATION_MARKER).is_file() or (experiment / "pbt_global.txt").is_file():
         return experiment.name

@@ -59,7 +59,7 @@ ONE_ENV = ("Walker2d-v5", 0.68)  # the published kappa-PI cell, sampled as the a
 NUM_SEEDS = 5
 C_FA = 0.2
 TOTAL_ENV_STEPS = 2_000_000
-SMOKE_KAPPA0_BATCHES = 170  # >= N_kappa = 161 at kappa 0, C_FA 0.2
+SMOKE_KAPPA0_C_FA = 0.6  # --smoke only: N_kappa = 51 at kappa 0, within the smoke's 60 batches
 
 
 def _name(env: str) -> str:
@@ -81,9 +81,9 @@ def experiments(smoke: bool = False):
     grids += paper_grids("trpo", SWIMMER, kappas=[], variants=(), name="swimmer", **{**common, "baseline": True})
     swimmer_kappa0 = paper_grids("trpo", SWIMMER, kappas=[0.0], variants=("pi", "vi"), name="swimmer_kappa0", **common)
     grids += swimmer_kappa0
-    if smoke:  # kappa = 0 has the most kappa-iterations (N_kappa = 161 at C_FA 0.2): a smoke T that holds them
+    if smoke:  # kappa = 0 has the most kappa-iterations (161 at C_FA 0.2): more than the smoke's 60 batches hold
         for grid in kappa0 + swimmer_kappa0:
-            grid.config.training(total_env_steps=SMOKE_KAPPA0_BATCHES * grid.config.train_batch_size)
+            grid.config.training(c_fa=SMOKE_KAPPA0_C_FA)
     env, kappa = ONE_ENV
     [one_env] = paper_grids("trpo", env, kappas=[kappa], variants=("pi",), name=_name(env) + "_one_env", **common)
     one_env.config.env_runners(num_envs_per_env_runner=1)

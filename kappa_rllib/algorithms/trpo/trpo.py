@@ -221,6 +221,11 @@ class TRPO(ManifestMixin, SamplerMixin, Algorithm):
         """T in env steps of whole batches (env steps beyond the last whole batch are not used)."""
         return self.config.total_env_steps // self.config.train_batch_size * self.config.train_batch_size
 
+    @property
+    def schedule_done(self) -> bool:
+        """T used up: the run reports `done` (checkpoint manifests record it)."""
+        return self._t_used_up()
+
     def _t_used_up(self) -> bool:
         sampled = self.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0)
         return sampled >= self._t_env_steps()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 # the URI schemes of pyarrow.fs.FileSystem.from_uri (Tune's storage layer)
 SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
-POPULATION_MARKER = "kappa_population.json"  # a PBT / PB2 population's experiment folder (experiments.run)
+POPULATION_MARKER = "kappa_population.json"  # a PBT / PB2 population's experiment folder (kappa_rllib.tuning.driver)
 RESULT_FILES = ("params.json", "result.json", POPULATION_MARKER)
 
 

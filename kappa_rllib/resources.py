@@ -1,0 +1,107 @@
+"""What a run asks of Ray (CPUs, GPUs) and whether the Ray it runs on has it: one answer for `train` and `tune`.
+
+A run (an RLlib Algorithm: a `train` run, each `tune` trial) asks Ray for its placement group:
+the main process, its remote EnvRunners and learners, with their CPUs and GPUs (RLlib's own
+`Algorithm.default_resource_request`). On an embedded local Ray, a run that asks for more than the machine has
+would wait forever: `check_embedded` refuses it in one line before Ray starts. On a cluster (`--address`,
+which may add nodes on demand) it is not refused; `WaitNotice` (train) and `tuning.progress.ResourceWait`
+(tune) print a line about every minute while it waits, naming what it asks for and what the cluster has free.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+WAIT_NOTICE_S = 60.0  # a line about every minute while a run or trials wait for resources
+
+
+def asks(config) -> dict:
+    """{resource: amount} one run of `config` asks Ray for (RLlib's placement group, all bundles)."""
+    request = config.algo_class.default_resource_request(config)
+    resources = getattr(request, "required_resources", None) or {}
+    return {k: float(v) for k, v in resources.items() if v}
+
+
+def describe(resources: dict) -> str:
+    """{"CPU": 41.0, "GPU": 0.5} -> "41 CPUs, 0.5 GPUs"; other resources by name."""
+    parts = []
+    for key in sorted(resources, key=lambda k: (k not in ("CPU", "GPU"), k)):
+        value = resources[key]
+        name = {"CPU": "CPU", "GPU": "GPU"}.get(key, key)
+        parts.append(f"{value:g} {name}{'s' if value != 1 and key in ('CPU', 'GPU') else ''}")
+    return ", ".join(parts) or "nothing"
+
+
+def shortfall(need: dict, have: dict) -> dict:
+    """What `need` asks for beyond `have` (per resource); empty when it fits."""
+    return {k: v for k, v in need.items() if v > have.get(k, 0.0) + 1e-9}
+
+
+def check_embedded(label: str, config, num_cpus: int | None, *, lower: str = "lower --num-env-runners") -> None:
+    """ValueError (one line) when one run of `config` cannot fit an embedded local Ray of `num_cpus` CPUs
+    (None: this machine's) and this machine's GPUs; `lower` says how to ask for less."""
+    import os
+
+    need = asks(config)
+    have = {"CPU": float(num_cpus or os.cpu_count() or 1), "GPU": float(_local_gpus() if need.get("GPU") else 0)}
+    short = shortfall({k: v for k, v in need.items() if k in ("CPU", "GPU")}, have)
+    if short:
+        have = {k: v for k, v in have.items() if k == "CPU" or k in need}
+        runners = config.num_env_runners
+        raise ValueError(
+            f"{label} asks for {describe(need)} (its main process, {runners} remote EnvRunner{'s' * (runners != 1)}"
+            f"{' and its learners' if config.num_learners else ''}) but this embedded Ray has {describe(have)}"
+            f"{' (--num-cpus)' if num_cpus else ''}: {lower}, or run on a cluster (--address)")
+
+
+def _local_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - no torch CUDA: no GPUs
+        return 0
+
+
+def cluster_line(need: dict) -> str:
+    """"the cluster has 2 CPUs free (of 2)", for what `need` names."""
+    import ray
+
+    free, total = ray.available_resources(), ray.cluster_resources()
+    keys = [k for k in need] or ["CPU"]
+    return "the cluster has " + ", ".join(f"{free.get(k, 0.0):g} {k} free (of {total.get(k, 0.0):g})" for k in keys)
+
+
+class WaitNotice:
+    """While open, prints a line every `interval_s` (a `train` run building its EnvRunners, which waits for
+    its placement group): what the run asks for and what the cluster has free."""
+
+    def __init__(self, label: str, need: dict, interval_s: float = WAIT_NOTICE_S, out=None):
+        self.label, self.need, self.interval_s = label, need, interval_s
+        self.out = out or sys.stderr
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="kappa-rllib-wait-notice", daemon=True)
+        self.lines = 0
+
+    def _run(self):
+        started = time.monotonic()
+        while not self.stopped.wait(self.interval_s):
+            try:
+                line = cluster_line(self.need)
+            except Exception as e:  # noqa: BLE001 - the notice must not end the run
+                line = f"the cluster's resources cannot be read ({type(e).__name__})"
+            waited = time.monotonic() - started
+            print(f"[{self.label}] waiting {waited:.0f} s for resources: the run asks for {describe(self.need)}; "
+                  f"{line}", file=self.out, flush=True)
+            self.lines += 1
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        return False

@@ -1,0 +1,267 @@
+"""`kappa-rllib tune`'s driver: every grid of a file as a Tune run of its own, all fitted at once in this
+process (kappa_rllib.tuning, its seams), fresh or resumed.
+
+`run` builds one Tuner per grid (restored, with this run's callbacks, cap and failure settings, or new),
+checks every grid's folder before it writes anything, and fits them together; a grid that fails stops the
+others, each saving its state, and comes back as one `GridFailed` line naming what `--resume` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+
+from kappa_rllib.experiments import GRID_SEARCH, SCHEDULE_STOP
+from kappa_rllib.tuning import repair, retry
+from kappa_rllib.tuning.output import quiet_unstarted_trials, tune_output
+
+
+def reregister_envs(grids) -> None:
+    """Tune's registry lives in the running Ray cluster: registers every env a grid names again
+    (after `ray.init`), so trials on any node find them."""
+    from kappa_rllib import envs
+
+    for grid in grids:
+        env = grid.config.env
+        ids = env[GRID_SEARCH] if isinstance(env, dict) and GRID_SEARCH in env else [env]
+        for env_id in ids:
+            if isinstance(env_id, str):
+                envs.rllib_env_name(env_id)
+
+
+def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
+        checkpoint_every: int = 0, max_failures: int = retry.DEFAULT_MAX_FAILURES, verbose: int = 1,
+        compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
+        wandb_entity: str | None = None, progress_interval_s: float = 60.0) -> dict:
+    """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
+    URI, kappa_rllib.tuning.storage), all at once: one Tuner per grid, each fitted in its own thread, so
+    their trials share the cluster (kappa_rllib.tuning.together; docs/experiments.md). With `resume`, a grid with
+    nothing stored yet starts afresh. Returns {grid name: ResultGrid}. Ray must be initialised.
+
+    Trials checkpoint at their end and every `checkpoint_every` iterations (0: only at the end); the
+    last two are kept. At most `max_concurrent` trials of the whole file run at once (None: as many as
+    the cluster holds). A trial whose node is lost restarts from its latest checkpoint up to
+    `max_failures` times (-1: unlimited), one whose own code raised, once (kappa_rllib.tuning.retry).
+    `compact`: Tune prints nothing and kappa_rllib.tuning.progress prints one view of the file instead (a
+    line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
+    (kappa_rllib.tuning.tracking; one store for the file), in the project `track_project` (and the W&B entity `wandb_entity`).
+    Ctrl-C (SIGINT) stops every grid, each saving its state for `--resume`; so does a grid whose Tune run
+    raises, which comes back as GridFailed (one line)."""
+    import threading
+
+    from kappa_rllib.tuning import storage as stores
+    from kappa_rllib.tuning import together
+    from kappa_rllib.tuning.progress import FileProgress, GridProgress, ResourceWait
+
+    reregister_envs(grids)
+    storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
+    client = _ray_client()
+    stop = threading.Event()
+    # the head line's time left holds where trials stop at their total_env_steps. Ray Client: each grid's
+    # Tune run is a process of its own on the head, where its callbacks run: each prints its own line
+    view = FileProgress(Path(str(storage).rstrip("/")).name, interval_s=progress_interval_s,
+                        eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact and not client else None
+    # Ray Client: the cap is per grid there (Tune's own, in each grid's process)
+    cap = None if client else together.SharedCap(max_concurrent, stop)
+    if not resume:
+        check_fresh(grids, storage)
+    jobs = []
+    for grid in grids:
+        path = stores.join(storage, grid.name)
+        started = together.Started()
+        # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
+        callbacks = [retry.retry_policy(max_failures), started, ResourceWait(grid.name)]
+        if view is not None:
+            callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
+        elif compact:
+            callbacks.append(GridProgress(grid.name, grid.num_trials(), _total_env_steps(grid),
+                                          interval_s=progress_interval_s))
+        if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
+            callbacks.append(repair.state_backup(Path(path)))
+        if track:  # one store for the file's grids (kappa_rllib.tuning.tracking)
+            from kappa_rllib import tracking
+            from kappa_rllib.tuning.tracking import tune_callbacks
+
+            callbacks += tune_callbacks(list(track), project_name=tracking.project(track_project), group=grid.name,
+                                        results_folder=os.getcwd() if stores.is_uri(storage) else storage,
+                                        entity_name=tracking.entity(wandb_entity))
+        jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
+                                       checkpoint_every=checkpoint_every, max_failures=max_failures,
+                                       verbose=0 if compact else verbose, callbacks=callbacks), started))
+        if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
+            stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
+                {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
+                 "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
+    with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
+            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts():
+        try:
+            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
+                                            stagger=not client)
+        except together.GridRaised as e:
+            raise GridFailed(e.name, e.error, storage, [name for name, _, _ in jobs if name != e.name]) from None
+        finally:
+            # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
+            # count them done; the CLI says what is left instead
+            if view is not None and not stop.is_set():
+                view.final()
+    return results
+
+
+class GridFailed(RuntimeError):
+    """A grid's Tune run raised (not a trial: Tune's own run, e.g. reading back a trial's files): the other
+    grids were stopped, each saving its state. One line: the grid, the error, what `--resume` does."""
+
+    def __init__(self, name: str, error: BaseException, storage, others: list[str]):
+        self.name, self.error = name, error
+        if isinstance(error, (EOFError, pickle.UnpicklingError, json.JSONDecodeError)) or _disk_full(error):
+            cause = (f"writing or reading back its files under {storage} failed ({type(error).__name__}: "
+                     f"{' '.join(str(error).split())[:300]}; is the disk full?): free space there, then")
+        else:
+            cause = f"{type(error).__name__}: {' '.join(str(error).split())[:300]};"
+        stopped = (f"the other grids ({', '.join(others)}) were stopped and saved their state; " if others else "")
+        super().__init__(f"grid {name!r} stopped: {cause} {stopped}--resume goes on from each trial's last "
+                         "checkpoint")
+
+
+def _disk_full(error: BaseException) -> bool:
+    import errno
+
+    return (isinstance(error, OSError) and error.errno == errno.ENOSPC) or retry.disk_full(error)
+
+
+def check_fresh(grids, storage) -> None:
+    """A fresh run (no --resume): ValueError (one line) if any grid's folder under `storage` holds a run,
+    checked for every grid before any Tuner writes its settings (tuner.pkl) into one."""
+    from kappa_rllib.tuning import storage as stores
+
+    for grid in grids:
+        path = stores.join(storage, grid.name)
+        if stores.holds_files(path):
+            raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
+                             "continue it, or choose another --storage")
+
+
+def _ray_client() -> bool:
+    import ray
+
+    return ray.util.client.ray.is_connected()
+
+
+def _total_env_steps(grid):
+    """A trial's T in `grid` where every trial stops at it (the default stop rule), else None."""
+    steps = getattr(grid.config, "total_env_steps", None)
+    return steps if grid.stop == SCHEDULE_STOP and isinstance(steps, (int, float)) else None
+
+
+def _param_space_on_restore(grid, path) -> dict:
+    """The grid's param space as the stored run has it. Tune refuses a restore whose param space has other
+    keys than the run started with (tuner.pkl lists them), so a setting this version of kappa-rllib added
+    since (e.g. `batches_per_iteration`) is left out: trials made from it take the setting's default, what
+    the run's version ran. A stored setting this version no longer has is one clear error."""
+    from ray import cloudpickle
+    from ray.train._internal.storage import get_fs_and_path
+    from ray.tune.utils import flatten_dict
+
+    space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
+    fs, fs_path = get_fs_and_path(str(path), None)
+    with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
+        stored = cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
+    if stored is None:  # Tune checks nothing then either
+        return space
+    keys = set(flatten_dict(space))
+    gone = sorted(set(stored) - keys)
+    if gone:
+        raise ValueError(f"{path}: grid {grid.name!r} was started with settings this kappa-rllib does not have "
+                         f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}): resume it with the version "
+                         "that started it")
+    for key in keys - set(stored):  # added since the run started: the trials keep the default
+        *parents, leaf = key.split("/")
+        node = space
+        for parent in parents:
+            node = node[parent]
+        del node[leaf]
+    return space
+
+
+def _restorable(path) -> bool:
+    """Tune can restore the grid at `path` and it has trials: a grid stopped before it made any (a
+    Ctrl-C while the file's grids were starting) holds a Tuner's settings but no trials, and Tune's
+    restore of it fails loudly and starts afresh; it is started afresh here instead."""
+    from ray import tune
+
+    from kappa_rllib.tuning import storage as stores
+
+    if not tune.Tuner.can_restore(path):
+        return False
+    if stores.is_uri(path):
+        return True
+    newest = repair._newest_state(Path(path))
+    if newest is None:
+        return False
+    try:
+        return bool(json.loads(newest.read_text()).get("trial_data"))
+    except (OSError, ValueError):
+        return True  # cut short (a full disk): repair.repair_state has put back a whole copy, or says so
+
+
+def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every, max_failures, verbose, callbacks):
+    """The grid's Tuner: restored from `path` (`resume` and a run is stored there; its own resume state,
+    with this run's callbacks, failure and concurrency settings) or new."""
+    from ray import tune
+
+    from kappa_rllib.tuning import storage as stores
+    from kappa_rllib.tuning import together
+
+    failure_config = tune.FailureConfig(max_failures=max_failures)
+    per_grid_cap = max_concurrent if cap is None else None
+    if resume and not stores.is_uri(path) and Path(path).is_dir():
+        for repaired in repair.repair_state(Path(path)):
+            print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
+    restorable = resume and _restorable(path)
+    if resume and not restorable and not stores.is_uri(path) and any(Path(path).glob("*/result.json")):
+        raise ValueError(f"{path}: grid {grid.name!r} has trial results but no Tune state to resume them from "
+                         "(experiment_state-*.json): move the folder aside to run the grid afresh")
+    if restorable:
+        with quiet_unstarted_trials():
+            tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=_param_space_on_restore(grid, path),
+                                       resume_unfinished=True, resume_errored=True, restart_errored=False)
+        local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
+        if local is not None:  # this run's output, failure and concurrency settings, not the stored ones
+            run_config = local.get_run_config()
+            run_config.verbose, run_config.callbacks = verbose, callbacks
+            run_config.failure_config = failure_config
+            tune_config = local._tune_config
+            tune_config.max_concurrent_trials = per_grid_cap
+            # Tune restores the generator's saved state into this one (which trials it has made)
+            tune_config.search_alg = together.CappedVariantGenerator(cap) if cap is not None else None
+        return tuner
+    return tune.Tuner(
+        grid.trainable,
+        param_space=grid.config,
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=per_grid_cap, scheduler=grid.scheduler, num_samples=grid.num_samples,
+            search_alg=together.CappedVariantGenerator(cap) if cap is not None else None),
+        run_config=tune.RunConfig(
+            name=grid.name,
+            storage_path=storage,
+            stop=grid.stop,
+            verbose=verbose,
+            callbacks=callbacks,
+            # a population's members restore from each other's checkpoints: keep them all
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
+                num_to_keep=None if grid.scheduler is not None else 2,
+            ),
+            failure_config=failure_config,
+        ),
+    )
+
+
+def unfinished(result_grid) -> int:
+    """Trials of a ResultGrid that neither ended (Tune marks the last result of a trial that met its
+    stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
+    reports as terminated. `--resume` continues them."""
+    return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))

@@ -1,0 +1,424 @@
+"""What a full disk or a killed driver leaves in a grid's folder, and what `--resume` puts right.
+
+Tune writes its own state in a staging folder and copies it onto the grid's folder in place: the
+experiment state (experiment_state-<session>.json: each trial's status and checkpoints) and the search
+algorithm's (basic-variant-state-<session>.json, a pickle: which trials it has made). A full disk cuts
+either short, and then `Tuner.restore` cannot read it: it logs "Failed to restore the run state" and
+*starts the grid afresh* beside the old trials. So a callback keeps the last whole copy of each (written
+aside, then renamed into place), and `--resume` puts back whichever the disk cut short (`repair_state`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+def _parses(data) -> bool:
+    import json
+
+    try:
+        json.loads(data)
+        return True
+    except ValueError:
+        return False
+
+
+def _unpickles(data: bytes) -> bool:
+    from ray import cloudpickle
+
+    try:
+        cloudpickle.loads(data)
+        return True
+    except Exception:  # noqa: BLE001 - cut short: UnpicklingError, EOFError, ValueError, ...
+        return False
+
+
+# (Tune's file pattern (newest = last by name, as Tune picks it), the whole copy kept, its check, and
+# whether Tune cannot resume without it): the experiment state, the search state, and the callbacks'
+# state (RetryPolicy's counts: without them the retry budgets start afresh, which is no reason to stop)
+TUNE_STATES = (("experiment_state-*.json", ".kappa_rllib_experiment_state.json", _parses, True),
+               ("basic-variant-state-*.json", ".kappa_rllib_search_state.pkl", _unpickles, True),
+               ("callback-states-*.pkl", ".kappa_rllib_callback_states.pkl", _unpickles, False))
+STATE_BACKUP = TUNE_STATES[0][1]
+
+
+def _newest(folder, pattern):
+    states = sorted(folder.glob(pattern))
+    return states[-1] if states else None
+
+
+def _newest_state(folder):
+    return _newest(folder, TUNE_STATES[0][0])
+
+
+def state_backup(folder):
+    """A Tune callback keeping a whole copy of each of Tune's newest state files (TUNE_STATES) in the grid's
+    (local) folder: the file's name, a newline, its bytes."""
+    import os
+
+    from ray import tune
+
+    class TuneStateBackup(tune.Callback):
+        def __init__(self):
+            self.seen = {}
+
+        def on_step_end(self, iteration, trials, **info):
+            for pattern, backup, whole, _ in TUNE_STATES:
+                newest = _newest(folder, pattern)
+                if newest is None:
+                    continue
+                stat = newest.stat()
+                if (newest.name, stat.st_mtime_ns, stat.st_size) == self.seen.get(pattern):
+                    continue
+                self.seen[pattern] = (newest.name, stat.st_mtime_ns, stat.st_size)
+                data = newest.read_bytes()
+                if not whole(data):
+                    continue  # being copied, or cut short: the last whole copy stays
+                tmp = folder / (backup + ".tmp")
+                try:
+                    tmp.write_bytes(newest.name.encode() + b"\n" + data)
+                    os.replace(tmp, folder / backup)
+                except OSError:  # a full disk: the previous copy stays whole
+                    tmp.unlink(missing_ok=True)
+
+    return TuneStateBackup()
+
+
+def repair_state(folder) -> list[str]:
+    """Before `--resume`, what a full disk may have left in a grid's folder, put right (docs/reliability.md,
+    "Faults"); returns what was done, one line each, for the user:
+
+    1. Tune's newest experiment state or search state cut short: replaced by its last whole copy
+       (TUNE_STATES); ValueError (one line) if there is none, rather than let Tune start the grid afresh;
+    2. each trial's result.json rows cut short, wherever they are, dropped (`_drop_bad_rows`), and a row cut
+       short at the end of its progress.csv, so the resumed rows start on a line of their own;
+    3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
+       been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
+    """
+    done = _put_back_states(folder)
+    for trial_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if _finished(trial_dir / "result.json"):
+            continue  # Tune never runs a finished trial again: its rows stay as they are
+        dropped = _drop_bad_rows(trial_dir / "result.json")
+        if dropped:
+            done.append(f"{trial_dir.name}/result.json: {dropped} row(s) cut short dropped")
+        if _cut_partial_line(trial_dir / "progress.csv", results=trial_dir / "result.json"):
+            done.append(f"{trial_dir.name}/progress.csv: a row cut short dropped")
+    try:
+        done += _point_trials_at_newest_checkpoints(folder)
+    except Exception as e:  # an experiment state this code cannot read: Tune restores it as it is
+        done.append(f"could not check which checkpoint each trial resumes from ({type(e).__name__}: {e})")
+    return done
+
+
+def _drop_bad_rows(path) -> int:
+    """Rewrite result.json without the rows that are cut short; returns how many were dropped.
+
+    A row cut short is not only ever the file's last: the driver writes rows to a staging copy that Tune
+    copies onto storage, and when a trial restarts within the run (a retry) Tune first copies the storage
+    file back, cut short by the full disk, and appends the next row onto its partial last line. So a bad
+    line can sit mid-file, a partial row with a whole one after it: the whole one is kept (`_whole_tail`).
+    Every line is parsed (~0.3 s for a 2M-step trial's 33 MB); the file is rewritten (a copy, then renamed
+    into place) only when something is wrong."""
+    import os
+
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        fixes = {index: (line, _whole_tail(line)) for index, line in enumerate(f)
+                 if not (line.endswith(b"\n") and _parses(line))}
+    if not fixes:
+        return 0
+    # a row lost: a bad line without a whole row, or one whose whole row was appended onto a partial one
+    # (not a whole row that only lacked its newline)
+    dropped = sum(1 for line, tail in fixes.values() if tail is None or tail != line.rstrip(b"\n") + b"\n")
+    fixes = {index: tail for index, (_, tail) in fixes.items()}
+    tmp = path.with_name(path.name + ".tmp")
+    with open(path, "rb") as f, open(tmp, "wb") as out:
+        for index, line in enumerate(f):
+            fixed = fixes.get(index, line)
+            if fixed is not None:
+                out.write(fixed)
+    os.replace(tmp, path)
+    return dropped
+
+
+def _whole_tail(line: bytes) -> bytes | None:
+    """The whole result row a bad line ends with, with its newline: the line itself where only its
+    newline is missing (the disk filled between the row and its newline), or a whole row appended onto
+    a partial one; None if it holds no whole row."""
+    import json
+
+    text = line.decode(errors="replace").rstrip("\n")
+    decoder = json.JSONDecoder()
+    start = text.find('{"')
+    while start != -1:
+        try:
+            row, end = decoder.raw_decode(text, start)
+            if end == len(text) and isinstance(row, dict) and "training_iteration" in row:
+                return (text[start:] + "\n").encode()
+        except ValueError:
+            pass
+        start = text.find('{"', start + 1)
+    return None
+
+
+def _last_line(path, block: int = 1 << 20) -> bytes:
+    """The file's last line (without its newline), reading back from its end a block at a time."""
+    with open(path, "rb") as f:
+        end = f.seek(0, 2)
+        tail = b""
+        while end > 0:
+            start = max(0, end - block)
+            f.seek(start)
+            tail = f.read(end - start) + tail
+            stripped = tail.rstrip(b"\n")
+            if b"\n" in stripped or start == 0:
+                return stripped.rsplit(b"\n", 1)[-1]
+            end = start
+    return b""
+
+
+def _finished(path) -> bool:
+    """True when the trial's last result row is whole and says `done`: a finished trial."""
+    import json
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    try:
+        row = json.loads(_last_line(path))
+    except ValueError:
+        return False
+    return isinstance(row, dict) and row.get("done") is True
+
+
+def _count_rows(path) -> int:
+    """Whole lines of a (repaired) result.json: its rows."""
+    if not path.is_file():
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.endswith(b"\n"))
+
+
+def _cut_partial_line(path, block: int = 1 << 16, results=None) -> bool:
+    """Truncate `path` (a trial's progress.csv) after its last newline, if it ends in a partial line.
+    Reads only the file's tail (a long trial's progress.csv runs to megabytes) unless it must count rows.
+
+    A last line without its newline may still be a whole row: the disk filled between the row and its
+    newline. With `results` (the trial's repaired result.json, a row for each CSV row), a last line that
+    has the header's number of fields and brings the CSV's rows to result.json's count is kept, and its
+    newline added."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        if f.read(1) == b"\n":
+            return False
+    if results is not None and Path(results).is_file() and _whole_csv_row(path, results):
+        with open(path, "ab") as f:
+            f.write(b"\n")
+        return False
+    with open(path, "r+b") as f:
+        end = f.seek(0, 2)
+        start = end
+        while start > 0:  # back through the file to its last newline
+            start = max(0, start - block)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                f.truncate(start + newline + 1)
+                return True
+            end = start
+        f.truncate(0)  # one partial line and nothing before it
+    return True
+
+
+def _whole_csv_row(path, results) -> bool:
+    """True when `path` ends without a newline in a line that is a whole CSV row: as many fields as the
+    header, the CSV's rows (header aside) as many as `results`' (result.json's), and its last field the
+    value of that column in result.json's last row (a row cut inside its last field has the right number
+    of fields, not the right value)."""
+    import csv
+    import json
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.endswith(b"\n"):
+        return False
+    lines = data.decode(errors="replace").split("\n")
+    if len(lines) < 2 or len(lines) - 1 != _count_rows(results):
+        return False
+    header, last = next(csv.reader([lines[0]])), next(csv.reader([lines[-1]]), [])
+    if len(last) != len(header):
+        return False
+    try:
+        row = json.loads(_last_line(results))
+    except ValueError:
+        return False
+    value = row
+    for part in header[-1].split("/"):  # Tune's CSV flattens nested results with "/"
+        if not isinstance(value, dict) or part not in value:
+            return False
+        value = value[part]
+    return last[-1] == str(value)
+
+
+def _point_trials_at_newest_checkpoints(folder) -> list[str]:
+    """Rewrites the newest experiment state so that every trial it does not know as finished goes on where
+    its own folder says it can (Tune's own objects read and write the state: the pinned Ray's layout).
+
+    Tune saves its state at most every ~10 s and copies a trial's rows (result.json) onto storage with it,
+    while the trial writes each checkpoint straight to storage. So a driver killed, or a disk that filled,
+    can leave a state that names an older checkpoint, or one deleted since (two are kept), or calls RUNNING a
+    trial that finished. Each such trial, by what its folder holds:
+
+    * its last whole row says `done`: it finished; the state says so (TERMINATED, that row its last result,
+      its newest whole checkpoint its own), and Tune does not run it again;
+    * else it resumes from its newest whole checkpoint that its rows reach (iteration <= its last row's), so
+      the resumed rows follow on from the kept ones; one past its rows (the state's named one gone) only if
+      there is no other, its rows after the last kept one then lost, and never its final one (`done` in the
+      manifest: the schedule is used up, the algorithm cannot train on);
+    * a checkpoint of another trial (a PBT / PB2 exploit) that is whole stays as the state names it.
+    """
+    import json
+
+    from ray.tune.experiment.trial import Trial
+
+    newest = _newest_state(folder)
+    if newest is None:
+        return []
+    state = json.loads(newest.read_text())
+    done = []
+    for row in state.get("trial_data", []):
+        trial = Trial.from_json_state(row[0], stub=True)
+        if trial.status == Trial.TERMINATED:
+            continue
+        trial.restore_run_metadata(row[1])
+        trial_dirs = sorted(folder.glob(f"*_{trial.trial_id}_*"))
+        if not trial_dirs:
+            continue
+        line = _repoint(trial, row, trial_dirs[0])
+        if line:
+            trial.run_metadata._cached_json = None
+            row[1] = trial.run_metadata.get_json_state()
+            done.append(f"{trial_dirs[0].name}: {line}")
+    if done:
+        tmp = newest.with_name(newest.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(newest)
+    return done
+
+
+def _whole_checkpoints(trial_dir) -> list[tuple[int, Path, dict]]:
+    """(iteration, path, manifest) of each whole checkpoint in the trial's folder, oldest first."""
+    from kappa_rllib import checkpoints
+
+    found = []
+    for path in sorted(trial_dir.glob(f"{checkpoints.PREFIX}*")):
+        try:
+            manifest = checkpoints.check(path)
+        except checkpoints.CheckpointError:
+            continue
+        found.append((int(manifest.get("training_iteration", 0)), path.resolve(), manifest))
+    return sorted(found, key=lambda c: (c[0], c[1].name))
+
+
+def _repoint(trial, row, trial_dir) -> str | None:
+    """Points `trial` (restored from `row` of the state, whose row[0] it may rewrite) as
+    `_point_trials_at_newest_checkpoints` says; returns what was done, or None."""
+    import json
+
+    from kappa_rllib import checkpoints
+
+    manager = trial.run_metadata.checkpoint_manager
+    named = manager.latest_checkpoint_result.checkpoint.path if manager.latest_checkpoint_result else None
+    named_path = Path(named).resolve() if named else None
+    whole = _whole_checkpoints(trial_dir)
+    last = _last_row(trial_dir / "result.json")
+    if last is not None and last.get("done") is True:  # it finished after the state was saved
+        if whole:
+            _point_at(manager, whole[-1])
+        trial.run_metadata.last_result = last
+        trial_state = json.loads(row[0])
+        trial_state["status"] = "TERMINATED"
+        row[0] = json.dumps(trial_state, indent=2)
+        return (f"finished at iteration {last.get('training_iteration')} after Tune last saved its state: kept "
+                "as finished")
+    if named_path is not None and named_path.parent != trial_dir.resolve():
+        try:
+            checkpoints.check(named_path)
+            return None  # another trial's whole checkpoint (a PBT / PB2 exploit): Tune restores it
+        except checkpoints.CheckpointError:
+            pass
+    reached = int(last.get("training_iteration", 0)) if last is not None else 0
+    usable = [c for c in whole if not c[2].get("done")]
+    within = [c for c in usable if c[0] <= reached]
+    choice = within[-1] if within else (usable[0] if usable else None)
+    if choice is None:
+        if whole:  # only its final checkpoint is left, and the rows that led to it were never saved
+            _point_at(manager, whole[-1])
+            trial.run_metadata.last_result = {**(last or {}), "done": True}
+            trial_state = json.loads(row[0])
+            trial_state["status"] = "TERMINATED"
+            row[0] = json.dumps(trial_state, indent=2)
+            return (f"its schedule ended (checkpoint {whole[-1][1].name}) but its rows after iteration {reached} "
+                    "were lost with the driver: kept as finished, those rows missing")
+        return None
+    if named_path == choice[1]:
+        return None
+    _point_at(manager, choice)
+    gap = "" if choice[0] <= reached else f"; its rows from iteration {reached + 1} to {choice[0]} were lost"
+    return (f"resumes from {choice[1].name} (iteration {choice[0]}), its newest whole checkpoint its rows reach "
+            f"(the state named {named_path.name if named_path else 'none'}){gap}")
+
+
+def _point_at(manager, checkpoint) -> None:
+    """The trial's checkpoint manager with `checkpoint` ((iteration, path, manifest)) as its latest."""
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
+
+    iteration, path, manifest = checkpoint
+    metrics = {"training_iteration": iteration}  # what Trainable.restore reads back: the iteration and the clock
+    if "time_total_s" in manifest:  # (checkpoints written before the manifest carried it: the clock restarts)
+        metrics["time_total_s"] = manifest["time_total_s"]
+    result = _TrainingResult(checkpoint=Checkpoint(str(path)), metrics=metrics)
+    manager._checkpoint_results = [r for r in manager._checkpoint_results
+                                   if r.checkpoint is not None and Path(r.checkpoint.path).exists()
+                                   and Path(r.checkpoint.path).resolve() != path]
+    manager._checkpoint_results.append(result)
+    manager._latest_checkpoint_result = result
+
+
+def _last_row(path) -> dict | None:
+    """The trial's last whole result row (result.json, repaired), or None."""
+    import json
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        row = json.loads(_last_line(path))
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def _put_back_states(folder) -> list[str]:
+    done = []
+    for pattern, backup, whole, required in TUNE_STATES:
+        newest = _newest(folder, pattern)
+        if newest is None or whole(newest.read_bytes()):
+            continue
+        kept = folder / backup
+        name, _, data = kept.read_bytes().partition(b"\n") if kept.is_file() else (b"", b"", b"")
+        if not whole(data) and not required:
+            newest.unlink()
+            done.append(f"{newest.name} was cut short (a full disk?) and no whole copy was kept: dropped "
+                        "(the retry budgets of --max-failures start afresh)")
+            continue
+        if not whole(data):
+            raise ValueError(f"{newest} is cut short (its disk filled while Tune wrote it) and no whole copy of "
+                             f"it was kept: Tune cannot resume this grid; every trial's checkpoints are intact "
+                             f"under {folder}/*/checkpoint_*")
+        newest.write_bytes(data)
+        done.append(f"{newest.name} was cut short (a full disk?): resuming from its last whole copy "
+                    f"({name.decode(errors='replace')})")
+    return done

@@ -1,0 +1,184 @@
+"""`kappa-rllib tune --track`: Tune callbacks logging every trial to W&B and/or MLflow, as `train` logs its
+run (kappa_rllib.tracking: the metrics, the config once, env steps as the x-axis).
+
+One file, one store, however many grids run at once (docs/experiments.md, "Tracking"):
+
+* **MLflow.** Every grid's callback logs into the same store (MLFLOW_TRACKING_URI, else
+  `<the file's results folder>/mlflow.db`) and the same experiment (the project), each run tagged with
+  its `grid` and Tune's `trial_id`, so one `mlflow ui` shows the whole file. Ray's MLflowLoggerCallback
+  is not used: it reaches MLflow through the process-global tracking URI, which each grid's `setup`
+  would set to its own store while the other grids log (and creates the experiment without a guard,
+  so grids setting up at once collide on it). Here each callback holds its own `MlflowClient`, one per
+  store and process, its calls under one lock (SQLite takes one writer). A trial that goes on (a retry,
+  `--resume`, a new driver) logs into its own run again, found by its tags: one run per trial.
+* **W&B.** Ray's logging actor passes `step=training_iteration` to `wandb.log`; that step goes back on a
+  rollback (a retry from a checkpoint, `--resume`, a PBT exploit) and W&B drops every row whose step is
+  not above the last one. Here W&B keeps its own step (monotone: every row is kept) and the x-axis is
+  the env steps (`define_metric`): a rollback shows as the line going back on the env-step axis and
+  covering it again. A trial resumed by a new driver goes on in its own W&B run (`resume="allow"`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ray.tune.logger import LoggerCallback
+
+from kappa_rllib.tracking import _results_dir, env_steps, metrics, mlflow_params, mlflow_uri, step_key
+
+# tags of each MLflow run: the grid (one experiment holds the file's grids) and Tune's trial id (a trial
+# that goes on finds its run by them)
+GRID_TAG, TRIAL_TAG = "grid", "trial_id"
+
+
+def tune_callbacks(backends: list[str], *, project_name: str, group: str, results_folder,
+                   entity_name: str | None = None) -> list:
+    """Tune's logger callbacks for `backends`, for the grid `group`; `results_folder` holds the default
+    MLflow store and W&B's offline runs (the file's folder: one for all its grids)."""
+    callbacks = []
+    if "wandb" in backends:
+        callbacks.append(_wandb_callback(project_name, group, results_folder, entity_name))
+    if "mlflow" in backends:
+        callbacks.append(MLflowCallback(mlflow_uri(results_folder), project_name, group))
+    return callbacks
+
+
+def _wandb_callback(project_name, group, results_folder, entity_name):
+    from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
+
+    class KappaWandbActor(_WandbLoggingActor):
+        """Ray's W&B logging actor (one per trial): metrics as `tracking.metrics()`, against env steps,
+        W&B's own step (see the module's docstring); the trial's config was given to `wandb.init` once."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._wandb = _OwnStep(self._wandb)
+
+        def _handle_result(self, result):
+            if not getattr(self, "_step_defined", False):  # once, in the actor, after wandb.init
+                self._wandb.define_metric(step_key())
+                self._wandb.define_metric("*", step_metric=step_key())
+                self._step_defined = True
+            config_update = {k: result[k] for k in self._to_config if k in result}
+            return metrics(result), config_update
+
+    class KappaWandb(WandbLoggerCallback):
+        _logger_actor_cls = KappaWandbActor
+
+    kwargs = {"entity": entity_name} if entity_name else {}
+    return KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder)), resume="allow",
+                      **kwargs)
+
+
+class _OwnStep:
+    """The `wandb` module as Ray's logging actor uses it, with `log(row, step=...)`'s step left to W&B."""
+
+    def __init__(self, wandb):
+        self._module = wandb
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def log(self, data, step=None, **kwargs):
+        return self._module.log(data, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------ MLflow
+_STORES: dict = {}  # tracking URI -> (MlflowClient, lock): one client and one writer per store and process
+_STORES_LOCK = threading.Lock()
+
+
+def _store(uri: str):
+    with _STORES_LOCK:
+        if uri not in _STORES:
+            from mlflow import MlflowClient
+
+            _STORES[uri] = (MlflowClient(tracking_uri=uri), threading.RLock())
+        return _STORES[uri]
+
+
+def _file_lock(uri: str):
+    """A lock file beside a SQLite store, for processes that share it (Ray Client runs a process per grid
+    on the head); a no-op for other stores."""
+    import contextlib
+
+    if not uri.startswith("sqlite:///"):
+        return contextlib.nullcontext()
+    from filelock import FileLock
+
+    return FileLock(uri.removeprefix("sqlite:///") + ".lock", timeout=120)
+
+
+class MLflowCallback(LoggerCallback):
+    """Every trial of a grid as an MLflow run of the file's experiment, tagged with the grid: params
+    once, metrics as `tracking.metrics()` in one batch per result, their step the env steps."""
+
+    def __init__(self, uri: str, experiment: str, grid: str):
+        self.uri, self.experiment, self.grid = uri, experiment, grid
+        self._runs: dict = {}  # trial id -> run id
+        self._experiment_id = None
+
+    def __getstate__(self):  # Tune pickles its callbacks with the run (tuner.pkl): settings only
+        return {"uri": self.uri, "experiment": self.experiment, "grid": self.grid}
+
+    def __setstate__(self, state):
+        self.__init__(state["uri"], state["experiment"], state["grid"])
+
+    def setup(self, *args, **kwargs):
+        self._experiment_id = self._experiment()
+
+    def _experiment(self) -> str:
+        from mlflow.exceptions import MlflowException
+
+        client, lock = _store(self.uri)
+        with lock, _file_lock(self.uri):
+            found = client.get_experiment_by_name(self.experiment)
+            if found is not None:
+                return found.experiment_id
+            try:
+                return client.create_experiment(self.experiment)
+            except MlflowException:  # made meanwhile by another process on the store
+                return client.get_experiment_by_name(self.experiment).experiment_id
+
+    def log_trial_start(self, trial):
+        from mlflow.entities import Param
+
+        client, lock = _store(self.uri)
+        if self._experiment_id is None:
+            self._experiment_id = self._experiment()
+        with lock:
+            if trial.trial_id in self._runs:  # a retry in this run: its run goes on
+                client.update_run(self._runs[trial.trial_id], status="RUNNING")
+                return
+            found = client.search_runs(
+                [self._experiment_id], max_results=1,
+                filter_string=f"tags.{GRID_TAG} = '{self.grid}' and tags.{TRIAL_TAG} = '{trial.trial_id}'")
+            if found:  # a trial resumed by a new driver: its run from before goes on
+                self._runs[trial.trial_id] = found[0].info.run_id
+                client.update_run(found[0].info.run_id, status="RUNNING")
+                return
+            run = client.create_run(self._experiment_id, run_name=str(trial), tags={
+                GRID_TAG: self.grid, TRIAL_TAG: trial.trial_id, "trial_name": str(trial)})
+            self._runs[trial.trial_id] = run.info.run_id
+            client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
+
+    def log_trial_result(self, iteration, trial, result):
+        import time
+
+        from mlflow.entities import Metric
+
+        if trial.trial_id not in self._runs:
+            self.log_trial_start(trial)
+        client, lock = _store(self.uri)
+        stamp, step = int(time.time() * 1000), env_steps(result)
+        batch = [Metric(k, float(v), stamp, step) for k, v in metrics(result, numbers_only=True).items()]
+        with lock:
+            client.log_batch(self._runs[trial.trial_id], metrics=batch)
+
+    def log_trial_end(self, trial, failed: bool = False):
+        run_id = self._runs.get(trial.trial_id)
+        if run_id is None:
+            return
+        client, lock = _store(self.uri)
+        with lock:
+            client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
