@@ -598,3 +598,52 @@ def test_an_env_made_with_keyword_arguments_is_its_own_task(tmp_path):
         (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, "env_config": env_config}))
     envs = {os.path.basename(r.path): r.env for r in report.load_runs(tmp_path)}
     assert envs == {"plain": "Ant-v5", "kw": "Ant-v5 (contact_cost_weight=0, include_cfrc_ext_in_observation=False)"}
+
+
+def test_a_trpo_trial_with_other_sub_envs_per_env_runner_is_kept_apart(tmp_path):
+    """A TRPO-family trial whose num_envs_per_env_runner is not the family's default 4 (given, or absent in
+    older params.json: the default) is its own variant: " (num_envs_per_env_runner=1)" is appended, after a
+    V_phi ablation where both are set; TRPO and GAE trials sampled so are a row of their own ("plain (...)"),
+    never averaged into the default baseline and GAE cells."""
+    from kappa_rllib import TRPOConfig
+    from kappa_rllib.report.load import SAMPLING_DEFAULTS
+
+    assert SAMPLING_DEFAULTS["trpo"]["num_envs_per_env_runner"] == TRPOConfig().num_envs_per_env_runner == 4
+    trials = {"absent": (1000, {}, "pi"), "default": (1010, {"num_envs_per_env_runner": 4}, "pi"),
+              "one": (2000, {"num_envs_per_env_runner": 1}, "pi"),
+              "one_target": (3000, {"num_envs_per_env_runner": 1, "phi_target": "authors"}, "pi"),
+              "vi_one": (4000, {"num_envs_per_env_runner": 1}, "vi"),
+              "trpo": (100, {}, None), "trpo_one": (200, {"num_envs_per_env_runner": 1}, None),
+              "gae": (500, {}, 0.5), "gae_one": (900, {"num_envs_per_env_runner": 1}, 0.5)}
+    for name, (score, extra, kind) in trials.items():
+        if kind in ("pi", "vi"):
+            write_trial(tmp_path, name, score, env="Walker2d-v5", variant=kind, kappa=0.68, c_fa=0.2)
+        else:
+            write_trial(tmp_path, name, score, env="Walker2d-v5", lambda_=kind)
+        params = json.loads((tmp_path / name / "params.json").read_text())
+        (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, **extra}))
+    runs = report.load_runs(tmp_path)
+    variants = {os.path.basename(r.path): r.variant for r in runs}
+    assert variants == {"absent": "kappa-pi", "default": "kappa-pi", "one": "kappa-pi (num_envs_per_env_runner=1)",
+                        "one_target": "kappa-pi (phi_target=authors, num_envs_per_env_runner=1)",
+                        "vi_one": "kappa-vi (num_envs_per_env_runner=1)", "trpo": "plain",
+                        "trpo_one": "plain (num_envs_per_env_runner=1)", "gae": "plain",
+                        "gae_one": "plain (num_envs_per_env_runner=1)"}
+    (t,) = report.build_tables(runs)
+    assert t.rows[""]["baseline"].scores.tolist() == [100.0] and t.rows[""]["gae"].scores.tolist() == [500.0]
+    assert t.rows["kappa-pi"]["kappa_best"].scores.tolist() == [1000.0, 1010.0]
+    assert t.rows["kappa-pi (num_envs_per_env_runner=1)"]["kappa_best"].scores.tolist() == [2000.0]
+    sampled = t.rows["plain (num_envs_per_env_runner=1)"]
+    assert sampled["baseline"].scores.tolist() == [200.0] and sampled["gae"].scores.tolist() == [900.0]
+    assert t.shared("kappa-vi (num_envs_per_env_runner=1)", "gae") is sampled["gae"]
+    assert t.shared("kappa-pi", "gae") is t.rows[""]["gae"]
+    out = tmp_path / "report"
+    report.report(tmp_path, out, reps=50)
+    rows = table_rows(out)
+    assert rows[("Walker2d-v5", "0.2", "", "baseline")]["mean"] == "100.0"
+    assert rows[("Walker2d-v5", "0.2", "plain (num_envs_per_env_runner=1)", "baseline")]["mean"] == "200.0"
+    assert rows[("Walker2d-v5", "0.2", "plain (num_envs_per_env_runner=1)", "gae")]["mean"] == "900.0"
+    md = (out / "table.md").read_text()
+    assert "| Walker2d-v5 (C_FA 0.2) | plain (num_envs_per_env_runner=1) |  |  | 200.0 +- - (n=1) |  | " \
+           "900.0 +- - (n=1), lambda=0.5 |" in md
+    assert "| Walker2d-v5 | gae (num_envs_per_env_runner=1) |  | 0.5 | 900.0 +- - | 1 |" in md
