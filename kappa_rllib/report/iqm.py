@@ -151,20 +151,23 @@ def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: i
     """One comparison's lines: P(X > Y) with its 95% CI for each env and kappa variant with both cells
     (a note where `comparison.pair` gives one), and over the envs where every pair has the same number of
     seeds. No lines if no table has a row."""
-    pairs, notes, per_variant = {}, {}, defaultdict(list)
+    pairs, notes, order, per_variant = {}, {}, [], defaultdict(list)  # order: every row's key, tables' order
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
         for variant, cols in t.rows.items():
             picked = comparison.pair(t, variant, cols)
             if isinstance(picked, str):
                 best = cols["kappa_best"]
-                notes[f"{label} | {variant} | {best.param:g} ({best.mean:.0f}, n={best.n}) | (the same cell)"] = picked
+                key = f"{label} | {variant} | {best.param:g} ({best.mean:.0f}, n={best.n}) | (the same cell)"
+                notes[key] = picked
+                order.append(key)
                 continue
             x, y = picked
             if x is None or y is None or not (x.n and y.n):
                 continue
             key = f"{label} | {variant} | {x.param:g} ({x.mean:.0f}, n={x.n}) | {y.param:g} ({y.mean:.0f}, n={y.n})"
             pairs[key] = (x.scores.reshape(-1, 1), y.scores.reshape(-1, 1))
+            order.append(key)
             per_variant[variant].append((x.scores, y.scores))
     if not pairs and not notes:
         return []
@@ -172,9 +175,13 @@ def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: i
     lines = [f"# {comparison.title}", "", comparison.intro, "", *_window_note(score_window),
              f"| env | variant | {comparison.x_cell} (mean, n) | {comparison.y_cell} (mean, n) | {p_name} | 95% CI |",
              "|---|---|---|---|---|---|"]
-    for key, (p, lo, hi) in (improvement_with_ci(pairs, reps) if pairs else {}).items():
-        lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
-    lines += [f"| {key} | {note} | - |" for key, note in notes.items()]
+    probabilities = improvement_with_ci(pairs, reps) if pairs else {}
+    for key in order:
+        if key in notes:
+            lines.append(f"| {key} | {notes[key]} | - |")
+        else:
+            p, lo, hi = probabilities[key]
+            lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
     overall = {}
     for variant, cells in per_variant.items():
         sizes = {(b.size, n.size) for b, n in cells}
