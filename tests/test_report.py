@@ -598,3 +598,139 @@ def test_an_env_made_with_keyword_arguments_is_its_own_task(tmp_path):
         (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, "env_config": env_config}))
     envs = {os.path.basename(r.path): r.env for r in report.load_runs(tmp_path)}
     assert envs == {"plain": "Ant-v5", "kw": "Ant-v5 (contact_cost_weight=0, include_cfrc_ext_in_observation=False)"}
+
+
+def test_a_trpo_trial_with_other_sub_envs_per_env_runner_is_kept_apart(tmp_path):
+    """A TRPO-family trial whose num_envs_per_env_runner is not the family's default 4 (given, or absent in
+    older params.json: the default) is its own variant: " (num_envs_per_env_runner=1)" is appended, after a
+    V_phi ablation where both are set; TRPO and GAE trials sampled so are a row of their own ("plain (...)"),
+    never averaged into the default baseline and GAE cells."""
+    from kappa_rllib import TRPOConfig
+    from kappa_rllib.report.load import SAMPLING_DEFAULTS
+
+    assert SAMPLING_DEFAULTS["trpo"]["num_envs_per_env_runner"] == TRPOConfig().num_envs_per_env_runner == 4
+    trials = {"absent": (1000, {}, "pi"), "default": (1010, {"num_envs_per_env_runner": 4}, "pi"),
+              "one": (2000, {"num_envs_per_env_runner": 1}, "pi"),
+              "one_target": (3000, {"num_envs_per_env_runner": 1, "phi_target": "authors"}, "pi"),
+              "vi_one": (4000, {"num_envs_per_env_runner": 1}, "vi"),
+              "trpo": (100, {}, None), "trpo_one": (200, {"num_envs_per_env_runner": 1}, None),
+              "gae": (500, {}, 0.5), "gae_one": (900, {"num_envs_per_env_runner": 1}, 0.5)}
+    for name, (score, extra, kind) in trials.items():
+        if kind in ("pi", "vi"):
+            write_trial(tmp_path, name, score, env="Walker2d-v5", variant=kind, kappa=0.68, c_fa=0.2)
+        else:
+            write_trial(tmp_path, name, score, env="Walker2d-v5", lambda_=kind)
+        params = json.loads((tmp_path / name / "params.json").read_text())
+        (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, **extra}))
+    runs = report.load_runs(tmp_path)
+    variants = {os.path.basename(r.path): r.variant for r in runs}
+    assert variants == {"absent": "kappa-pi", "default": "kappa-pi", "one": "kappa-pi (num_envs_per_env_runner=1)",
+                        "one_target": "kappa-pi (phi_target=authors, num_envs_per_env_runner=1)",
+                        "vi_one": "kappa-vi (num_envs_per_env_runner=1)", "trpo": "plain",
+                        "trpo_one": "plain (num_envs_per_env_runner=1)", "gae": "plain",
+                        "gae_one": "plain (num_envs_per_env_runner=1)"}
+    (t,) = report.build_tables(runs)
+    assert t.rows[""]["baseline"].scores.tolist() == [100.0] and t.rows[""]["gae"].scores.tolist() == [500.0]
+    assert t.rows["kappa-pi"]["kappa_best"].scores.tolist() == [1000.0, 1010.0]
+    assert t.rows["kappa-pi (num_envs_per_env_runner=1)"]["kappa_best"].scores.tolist() == [2000.0]
+    sampled = t.rows["plain (num_envs_per_env_runner=1)"]
+    assert sampled["baseline"].scores.tolist() == [200.0] and sampled["gae"].scores.tolist() == [900.0]
+    assert t.shared("kappa-vi (num_envs_per_env_runner=1)", "gae") is sampled["gae"]
+    assert t.shared("kappa-pi", "gae") is t.rows[""]["gae"]
+    out = tmp_path / "report"
+    report.report(tmp_path, out, reps=50)
+    rows = table_rows(out)
+    assert rows[("Walker2d-v5", "0.2", "", "baseline")]["mean"] == "100.0"
+    assert rows[("Walker2d-v5", "0.2", "plain (num_envs_per_env_runner=1)", "baseline")]["mean"] == "200.0"
+    assert rows[("Walker2d-v5", "0.2", "plain (num_envs_per_env_runner=1)", "gae")]["mean"] == "900.0"
+    md = (out / "table.md").read_text()
+    assert "| Walker2d-v5 (C_FA 0.2) | plain (num_envs_per_env_runner=1) |  |  | 200.0 +- - (n=1) |  | " \
+           "900.0 +- - (n=1), lambda=0.5 |" in md
+    assert "| Walker2d-v5 | gae (num_envs_per_env_runner=1) |  | 0.5 | 900.0 +- - | 1 |" in md
+    improvement = (out / "improvement.md").read_text()  # each variant against the GAE sampled as it was
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (1005, n=2) | 0.5 (500, n=1) | 1.00 |" in improvement
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi (num_envs_per_env_runner=1) | 0.68 (2000, n=1) | 0.5 (900, n=1) | 1.00 |" \
+           in improvement
+
+
+def _runs(env, scores, *, variant="plain", kappa=1.0, lambda_=None, naive=False, c_fa=0.2):
+    """Hand-built Runs of one cell, one episode each: a run's score is its score."""
+    from kappa_rllib.report.data import Run
+
+    plain = variant == "plain"
+    return [Run(path=f"{env}/{variant}/{kappa}/{lambda_}/{naive}/{seed}", env=env, family="trpo", variant=variant,
+                kappa=kappa, c_fa=None if plain else c_fa, naive=naive, gamma=0.99,
+                lambda_=(1.0 if lambda_ is None else lambda_) if plain else None, seed=seed,
+                episode_returns=[float(s)], steps=np.array([1000.0]), curve=np.array([float(s)]), env_steps=1000)
+            for seed, s in enumerate(scores)]
+
+
+def _improvement_sections(tmp_path, runs, **kw):
+    (path,) = report.write_improvement(report.build_tables(runs), tmp_path, reps=200, **kw)
+    text = path.read_text()
+    return text, {s.split("\n", 1)[0]: s for s in ("\n" + text).split("\n# ")[1:]}
+
+
+GAE_SECTION = "kappa_best against GAE at lambda_best (the paper's Table 2)"
+KAPPA_0_SECTION = "kappa_best against kappa = 0 (the paper's Table 2)"
+
+
+def test_kappa_best_against_gae_at_its_best_lambda_is_the_probability_of_improvement(tmp_path):
+    """improvement.md's P(kappa_best > GAE): per env and kappa variant, the share of (kappa_best run, GAE run)
+    pairs where the kappa_best run scores higher, ties half, against GAE at the lambda < 1 with the best mean
+    (never TRPO, lambda = 1, however high); over envs, their mean. An env without GAE has no row."""
+    runs = (_runs("Walker2d-v5", [300, 400, 500], variant="kappa-pi", kappa=0.68)
+            + _runs("Walker2d-v5", [100, 110, 120], variant="kappa-pi", kappa=0.0)
+            + _runs("Walker2d-v5", [1, 2, 3], variant="kappa-vi", kappa=0.68)
+            + _runs("Walker2d-v5", [350, 450, 550], lambda_=0.84)  # the best GAE: 3 of 9 pairs below kappa_best
+            + _runs("Walker2d-v5", [100, 100, 100], lambda_=0.36)  # (every pair below kappa_best)
+            + _runs("Walker2d-v5", [1000, 1000, 1000])  # TRPO: above every run, not GAE
+            + _runs("Hopper-v5", [5, 6, 7], variant="kappa-pi", kappa=0.68)
+            + _runs("Hopper-v5", [1, 2, 3], variant="kappa-vi", kappa=0.92)
+            + _runs("Hopper-v5", [1, 2, 3], lambda_=0.0)
+            + _runs("Ant-v5", [9, 9, 9], variant="kappa-pi", kappa=0.68))  # no GAE: no row
+    _, sections = _improvement_sections(tmp_path, runs)
+    gae = sections[GAE_SECTION]
+    assert "| env | variant | kappa_best cell: kappa (mean, n) | GAE cell: lambda (mean, n) | P(kappa_best > GAE) | 95% CI |" in gae
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (400, n=3) | 0.84 (450, n=3) | 0.33 |" in gae
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-vi | 0.68 (2, n=3) | 0.84 (450, n=3) | 0.00 | [0.00, 0.00] |" in gae
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-pi | 0.68 (6, n=3) | 0 (2, n=3) | 1.00 | [1.00, 1.00] |" in gae
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-vi | 0.92 (2, n=3) | 0 (2, n=3) | 0.50 |" in gae  # all ties or even
+    assert "| kappa-pi, 2 envs | 0.67 |" in gae and "| kappa-vi, 2 envs | 0.25 |" in gae  # (1/3 + 1) / 2, (0 + .5) / 2
+    assert "Ant-v5" not in gae
+    assert list(sections) == [GAE_SECTION, KAPPA_0_SECTION]  # no naive cell anywhere: no such section
+    # no GAE anywhere: no section (and no crash); nothing to compare at all: no file
+    _, sections = _improvement_sections(tmp_path, [r for r in runs if r.lambda_ is None or r.lambda_ == 1.0])
+    assert GAE_SECTION not in sections and KAPPA_0_SECTION in sections
+    assert report.write_improvement(report.build_tables(_runs("Hopper-v5", [1, 2, 3], lambda_=0.0)), tmp_path) == []
+
+
+def test_kappa_best_against_kappa_0_compares_the_c_fa_cells_and_says_where_kappa_best_is_0(tmp_path):
+    """improvement.md's P(kappa_best > kappa = 0): the kappa_best cell against the same variant's kappa = 0
+    cell of the C_FA schedule (never the naive one); where kappa_best is 0 the row says so and compares
+    nothing. Each section follows the score window; the P(C_FA > naive) section stays first, unchanged."""
+    runs = (_runs("Walker2d-v5", [300, 400, 500], variant="kappa-pi", kappa=0.68)
+            + _runs("Walker2d-v5", [100, 110, 120], variant="kappa-pi", kappa=0.0)
+            + _runs("Walker2d-v5", [900, 900, 900], variant="kappa-pi", kappa=0.0, naive=True)  # not kappa = 0's cell
+            + _runs("Walker2d-v5", [5, 6, 8], variant="kappa-vi", kappa=0.68)
+            + _runs("Walker2d-v5", [6, 6, 6], variant="kappa-vi", kappa=0.0)
+            + _runs("Hopper-v5", [10, 20, 30], variant="kappa-pi", kappa=0.68)
+            + _runs("Hopper-v5", [50, 60, 70], variant="kappa-pi", kappa=0.0)  # kappa_best is 0
+            + _runs("Hopper-v5", [10, 20, 30], variant="kappa-vi", kappa=0.68)
+            + _runs("Hopper-v5", [0, 0, 0], variant="kappa-vi", kappa=0.0)
+            + _runs("Ant-v5", [9, 9, 9], variant="kappa-pi", kappa=0.68))  # no kappa = 0: no row
+    _, sections = _improvement_sections(tmp_path, runs)
+    assert list(sections) == ["N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)", KAPPA_0_SECTION]
+    zero = sections[KAPPA_0_SECTION]
+    assert "| env | variant | kappa_best cell: kappa (mean, n) | kappa = 0 cell: kappa (mean, n) | P(kappa_best > kappa = 0) | 95% CI |" in zero
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (400, n=3) | 0 (110, n=3) | 1.00 | [1.00, 1.00] |" in zero
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-vi | 0.68 (6, n=3) | 0 (6, n=3) | 0.50 |" in zero  # 3 ties, 3 above, 3 below
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-vi | 0.68 (20, n=3) | 0 (0, n=3) | 1.00 |" in zero
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-pi | 0 (60, n=3) | (the same cell) | kappa_best is 0: the same cell | - |" in zero
+    assert "| kappa-vi, 2 envs | 0.75 |" in zero and "kappa-pi, " not in zero  # (0.5 + 1) / 2; kappa-pi: one env
+    assert "Ant-v5" not in zero
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (400, n=3) | 0 (900, n=3) | 0.00 |" in sections[
+        "N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)"]
+    windowed, by_window = _improvement_sections(tmp_path, runs, score_window="env-steps")
+    note = f"Score of a run: {report.SCORE_RULES['env-steps']}."
+    assert all(note in s for s in by_window.values()) and windowed.count(note) == 2

@@ -246,6 +246,32 @@ def test_kappa_one_is_trpo_exactly(config_cls):
         np.testing.assert_array_equal(np.asarray(state_a[k]), np.asarray(state_b[k]))
 
 
+def test_gae_at_lambda_one_is_trpo():
+    """"GAE at lambda 1" and "TRPO" are one config: TRPOConfig's default lambda_ is 1, and GAE(gamma, 1)
+    advantages are the discounted return minus V, A_j = sum_t gamma^(t-j) r_t [+ gamma^(n-j) V(s_n) unless
+    terminated] - V(s_j), on a batch with a terminal, a time-limit truncation and the batch end."""
+    assert TRPOConfig().lambda_ == 1.0
+    learner = make_learner(TRPOConfig().environment("CartPole-v1").training(gamma=GAMMA).debugging(seed=0))
+    module = learner.module[DEFAULT_MODULE_ID].unwrapped()
+    chunks = hand_made_chunks()
+    assert [(c["terminated"], c["truncated"]) for c in chunks] == [(True, False), (False, True), (False, False)]
+    expected = []
+    for c in chunks:
+        with torch.no_grad():
+            v = module.compute_values({Columns.OBS: torch.as_tensor(c["obs"])}).numpy().astype(np.float64)
+        n = len(c["rewards"])
+        for j in range(n):  # one sum per j, by the definition (no recursion)
+            ret = sum(GAMMA ** (t - j) * c["rewards"][t] for t in range(j, n))
+            if not c["terminated"]:  # truncation or batch end: bootstrap with V(s_n)
+                ret += GAMMA ** (n - j) * v[n]
+            expected.append(ret - v[j])
+    expected = np.asarray(expected)
+    np.testing.assert_allclose(learner.build_train_data(chunks)["advantages"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.concatenate([gae_advantages(c["rewards"], v[DEFAULT_MODULE_ID], c["terminated"], GAMMA, 1.0)
+                        for c, v in zip(chunks, learner.chunk_values(chunks))]), expected, rtol=1e-6, atol=1e-6)
+
+
 def test_authors_trpo_options_accept_up_to_1_5_max_kl_with_subsampled_fisher_products():
     cfg = TRPOConfig().environment("CartPole-v1").training(max_kl=0.01, kl_accept_factor=1.5, fvp_subsample=5)
     stats, kl = step_and_measure_kl(make_learner(cfg.debugging(seed=0)), "CartPole-v1")

@@ -12,6 +12,10 @@ nothing, and writes:
 * `iqm.md`, `iqm.csv` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
   (`rliable`), per environment and, where every environment has the same seeds per cell,
   aggregated over environments on min-max normalised scores.
+* `improvement.md` - rliable's probability of improvement with 95% stratified-bootstrap CIs, per
+  environment and kappa variant and over environments, for each comparison that has cells: the C_FA
+  schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
+  lambda < 1, and kappa_best against kappa = 0 (`iqm.COMPARISONS`).
 * `lower_gamma.md` - runs with a discount other than the main one (the paper's Fig. 3).
 * `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
   kappa = 1 baseline dashed), x = env steps; `heatmap_<env>_<variant>.png` - final score over

@@ -39,7 +39,7 @@ def _fixed_cells(fixed: list[Run], like: Run) -> tuple[Cell | None, Cell | None]
         if r.variant == like.variant and r.kappa < 1.0 and r.c_fa == like.c_fa:
             by_kappa[r.kappa].append(r.score)
     best = max((Cell(np.asarray(v), k) for k, v in by_kappa.items()), key=lambda c: c.mean, default=None)
-    ones = [r.score for r in same if r.is_baseline]
+    ones = [r.score for r in same if r.is_baseline and r.sampling == like.sampling]
     return best, Cell(np.asarray(ones), 1.0) if ones else None
 
 

@@ -30,7 +30,9 @@ class Run:
     path: str
     env: str
     family: str  # "dqn", "trpo", "ppo" or "appo"
-    variant: str  # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit or phi_target is appended
+    # "kappa-pi", "kappa-vi", or "plain" (TRPO / GAE); a non-default phi_fit or phi_target (kappa-pi) and a
+    # non-default sampling layout (`sampling`) are appended: "kappa-pi (num_envs_per_env_runner=1)"
+    variant: str
     kappa: float  # 1.0 for plain TRPO and GAE
     c_fa: float | None
     naive: bool
@@ -55,6 +57,9 @@ class Run:
     # and its first episode since the last of them (report/load.py)
     timelines: tuple = ()
     last_timeline: int = 0
+    # its non-default sampling settings ("num_envs_per_env_runner=1", load.SAMPLING_DEFAULTS), "" for the
+    # default layout: its cells (TRPO / GAE included) are kept apart from the default ones
+    sampling: str = ""
     _scores: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # per window
 
     @property
@@ -69,13 +74,28 @@ class Run:
         return self._scores[self.score_window]
 
     @property
+    def is_plain(self) -> bool:
+        """TRPO / GAE (not a kappa algorithm), in any sampling layout."""
+        return is_plain(self.variant)
+
+    @property
     def is_baseline(self) -> bool:
         """kappa = 1 (DQN / TRPO exactly): a kappa algorithm at kappa 1, or TRPO with lambda 1."""
-        return not self.naive and self.kappa == 1.0 and (self.variant != "plain" or self.lambda_ == 1.0)
+        return not self.naive and self.kappa == 1.0 and (not self.is_plain or self.lambda_ == 1.0)
 
     @property
     def is_gae(self) -> bool:
-        return self.variant == "plain" and self.lambda_ is not None and self.lambda_ < 1.0
+        return self.is_plain and self.lambda_ is not None and self.lambda_ < 1.0
+
+
+def is_plain(variant: str) -> bool:
+    """A variant of TRPO / GAE runs: "plain", or "plain (<its sampling settings>)"."""
+    return variant == "plain" or variant.startswith("plain (")
+
+
+def shared_row(sampling: str) -> str:
+    """The table row of the baseline and GAE cells sampled with `sampling` (Run.sampling): "" for the default."""
+    return f"plain ({sampling})" if sampling else ""
 
 
 def check_score_window(window: str) -> None:

@@ -1,14 +1,17 @@
-"""Interquartile means with 95% stratified-bootstrap CIs (`rliable`): `iqm.md`, `iqm.csv`."""
+"""Interquartile means with 95% stratified-bootstrap CIs (`rliable`): `iqm.md`, `iqm.csv`; probabilities of
+improvement (`rliable`) with the same CIs: `improvement.md`."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import SCORE_RULES
+from kappa_rllib.report.data import SCORE_RULES, Cell
 from kappa_rllib.report.tables import EnvTable, _param_name
 
 
@@ -93,30 +96,92 @@ def improvement_with_ci(pairs: dict, reps: int = 2000, seed: int = 0) -> dict:
     return {k: (float(points[k][0]), float(intervals[k][0][0]), float(intervals[k][1][0])) for k in pairs}
 
 
-def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score_window: str = "episodes") -> list[Path]:
-    """`improvement.md`: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive
-    N_kappa = T: for each env and kappa variant with both cells, P(kappa_best cell > naive cell) with its
-    95% CI, and over the envs where every pair has the same number of seeds. Nothing if no table has both."""
-    pairs, per_variant = {}, defaultdict(list)
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One question improvement.md answers: P(X > Y) for the cells `pair` picks in each table row."""
+
+    title: str  # the section's heading
+    intro: str  # what the probability is
+    x: str  # short names in "P(x > y)"
+    y: str
+    x_cell: str  # column headers of the two cells
+    y_cell: str
+    # (table, variant, its cells) -> the (X, Y) cells, a note saying why the row compares nothing, or None
+    # (no row: a cell is missing)
+    pair: Callable[[EnvTable, str, dict], tuple[Cell, Cell] | str | None]
+
+
+def _naive_pair(t: EnvTable, variant: str, cols: dict):
+    return cols.get("kappa_best"), cols.get("naive")
+
+
+def _gae_pair(t: EnvTable, variant: str, cols: dict):
+    return cols.get("kappa_best"), t.shared(variant, "gae")  # GAE sampled as the variant was
+
+
+def _kappa_0_pair(t: EnvTable, variant: str, cols: dict):
+    best, zero = cols.get("kappa_best"), cols.get("kappa_0")
+    if best is not None and zero is not None and best.param == 0.0:
+        return "kappa_best is 0: the same cell"
+    return best, zero
+
+
+_IMPROVEMENT_CI = "rliable's probability of improvement with its 95% stratified-bootstrap CI. 0.5: no difference"
+COMPARISONS = (
+    Comparison("N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)",
+               "P(C_FA > naive): the probability that a run of the C_FA cell (kappa_best, N_kappa from C_FA) "
+               "ends above a run of the naive cell (N_kappa = T at its best kappa), " + _IMPROVEMENT_CI +
+               "; a CI above 0.5: C_FA better.",
+               "C_FA", "naive", "C_FA cell: kappa", "naive cell: kappa", _naive_pair),
+    Comparison("kappa_best against GAE at lambda_best (the paper's Table 2)",
+               "P(kappa_best > GAE): the probability that a run of the kappa_best cell (N_kappa from C_FA) ends "
+               "above a run of GAE at its best lambda < 1 (the lambda with the best mean among those run; TRPO, "
+               "lambda = 1, is not GAE), " + _IMPROVEMENT_CI + "; a CI above 0.5: kappa_best better.",
+               "kappa_best", "GAE", "kappa_best cell: kappa", "GAE cell: lambda", _gae_pair),
+    Comparison("kappa_best against kappa = 0 (the paper's Table 2)",
+               "P(kappa_best > kappa = 0): the probability that a run of the kappa_best cell ends above a run of "
+               "the same variant's kappa = 0 cell (the one-step greedy policy; both N_kappa from C_FA), "
+               + _IMPROVEMENT_CI + "; a CI above 0.5: kappa_best better. Where kappa_best is 0 the two are one "
+               "cell: the row says so.",
+               "kappa_best", "kappa = 0", "kappa_best cell: kappa", "kappa = 0 cell: kappa", _kappa_0_pair),
+)
+
+
+def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: int, score_window: str) -> list[str]:
+    """One comparison's lines: P(X > Y) with its 95% CI for each env and kappa variant with both cells
+    (a note where `comparison.pair` gives one), and over the envs where every pair has the same number of
+    seeds. No lines if no table has a row."""
+    pairs, notes, order, per_variant = {}, {}, [], defaultdict(list)  # order: every row's key, tables' order
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
         for variant, cols in t.rows.items():
-            best, naive = cols.get("kappa_best"), cols.get("naive")
-            if best is None or naive is None or not (best.n and naive.n):
+            picked = comparison.pair(t, variant, cols)
+            if isinstance(picked, str):
+                best = cols["kappa_best"]
+                key = f"{label} | {variant} | {best.param:g} ({best.mean:.0f}, n={best.n}) | (the same cell)"
+                notes[key] = picked
+                order.append(key)
                 continue
-            key = f"{label} | {variant} | {best.param:g} ({best.mean:.0f}, n={best.n}) | {naive.param:g} ({naive.mean:.0f}, n={naive.n})"
-            pairs[key] = (best.scores.reshape(-1, 1), naive.scores.reshape(-1, 1))
-            per_variant[variant].append((best.scores, naive.scores))
-    if not pairs:
+            x, y = picked
+            if x is None or y is None or not (x.n and y.n):
+                continue
+            key = f"{label} | {variant} | {x.param:g} ({x.mean:.0f}, n={x.n}) | {y.param:g} ({y.mean:.0f}, n={y.n})"
+            pairs[key] = (x.scores.reshape(-1, 1), y.scores.reshape(-1, 1))
+            order.append(key)
+            per_variant[variant].append((x.scores, y.scores))
+    if not pairs and not notes:
         return []
-    lines = ["# N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)", "",
-             "P(C_FA > naive): the probability that a run of the C_FA cell (kappa_best, N_kappa from C_FA) "
-             "ends above a run of the naive cell (N_kappa = T at its best kappa), rliable's probability of "
-             "improvement with its 95% stratified-bootstrap CI. 0.5: no difference; a CI above 0.5: C_FA better.",
-             "", *_window_note(score_window), "| env | variant | C_FA cell: kappa (mean, n) | naive cell: kappa (mean, n) | P(C_FA > naive) | 95% CI |",
+    p_name = f"P({comparison.x} > {comparison.y})"
+    lines = [f"# {comparison.title}", "", comparison.intro, "", *_window_note(score_window),
+             f"| env | variant | {comparison.x_cell} (mean, n) | {comparison.y_cell} (mean, n) | {p_name} | 95% CI |",
              "|---|---|---|---|---|---|"]
-    for key, (p, lo, hi) in improvement_with_ci(pairs, reps).items():
-        lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
+    probabilities = improvement_with_ci(pairs, reps) if pairs else {}
+    for key in order:
+        if key in notes:
+            lines.append(f"| {key} | {notes[key]} | - |")
+        else:
+            p, lo, hi = probabilities[key]
+            lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
     overall = {}
     for variant, cells in per_variant.items():
         sizes = {(b.size, n.size) for b, n in cells}
@@ -125,11 +190,23 @@ def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score
                                                          np.stack([n for _, n in cells], axis=1))
     if overall:
         lines += ["", "Over the envs (the mean of the per-env probabilities; the bootstrap resamples runs within each env):",
-                  "", "| variant | P(C_FA > naive) | 95% CI |", "|---|---|---|"]
+                  "", f"| variant | {p_name} | 95% CI |", "|---|---|---|"]
         for key, (p, lo, hi) in improvement_with_ci(overall, reps).items():
             lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
+    return lines
+
+
+def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score_window: str = "episodes") -> list[Path]:
+    """`improvement.md`: rliable's probability of improvement for each of `COMPARISONS` that has a row, a
+    section each: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive N_kappa = T
+    (P(kappa_best cell > naive cell)); kappa_best against GAE at its best lambda < 1; kappa_best against the
+    same variant's kappa = 0. Each per env and kappa variant with both cells, with its 95% CI, and over the
+    envs where every pair has the same number of seeds. Nothing if no table has a row for any of them."""
+    sections = [lines for c in COMPARISONS if (lines := _improvement_section(tables, c, reps, score_window))]
+    if not sections:
+        return []
     path = out / "improvement.md"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n\n".join("\n".join(lines) for lines in sections) + "\n")
     return [path]
 
 

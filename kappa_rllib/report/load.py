@@ -58,9 +58,12 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
     family = ("trpo" if "max_kl" in params else "appo" if "vtrace" in params else "ppo" if "clip_param" in params
               else "dqn")
     is_kappa = variant != "plain"
+    ablations = []
     if variant == "kappa-pi":  # kappa-PI-TRPO's V_phi ablations (kappa_rllib.variant), each apart from the default
         ablations = [f"{k}={params[k]}" for k, default in PHI_OPTION_DEFAULTS.items() if params.get(k, default) != default]
-        variant += f" ({', '.join(ablations)})" if ablations else ""
+    sampling = _sampling(params, family)
+    options = ablations + ([sampling] if sampling else [])
+    variant += f" ({', '.join(options)})" if options else ""
     lambda_ = None if is_kappa else float(params.get("lambda", params.get("lambda_", 1.0)))
     return Run(
         path=str(result_file.parent),
@@ -84,7 +87,20 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         population=population,
         timelines=tuple(timelines),
         last_timeline=last_timeline,
+        sampling=sampling,
     )
+
+
+# The TRPO family's sampling layout (RawSamplingMixin.set_raw_sampling_defaults in
+# kappa_rllib/algorithms/config_mixins.py; tests/test_report.py checks they agree): a trial sampled otherwise
+# is kept apart from the default cells. A trial whose params.json lacks a key (older ones) ran the default.
+SAMPLING_DEFAULTS = {"trpo": {"num_envs_per_env_runner": 4}}
+
+
+def _sampling(params: dict, family: str) -> str:
+    """The trial's non-default sampling settings as "key=value, ..." ("" for the default layout)."""
+    defaults = SAMPLING_DEFAULTS.get(family, {})
+    return ", ".join(f"{k}={params[k]}" for k, default in defaults.items() if params.get(k, default) != default)
 
 
 def _task(params: dict) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Z95, Cell, Run, _pyplot, _safe
+from kappa_rllib.report.data import Z95, Cell, Run, _pyplot, _safe, shared_row
 from kappa_rllib.report.tables import EnvTable, _by_env, _dedupe_by_seed, _fmt, _kappa_variants
 
 
@@ -23,7 +23,8 @@ def write_lower_gamma(runs: list[Run], out: Path) -> Path | None:
         groups = defaultdict(list)
         for r in env_runs:
             if r.gamma != gamma0 or r.is_baseline:
-                name = "baseline (kappa = 1)" if r.is_baseline else (r.variant + (" naive" if r.naive else ""))
+                name = (f"baseline (kappa = 1{', ' + r.sampling if r.sampling else ''})" if r.is_baseline
+                        else (r.variant + (" naive" if r.naive else "")))
                 groups[(name, r.gamma, r.lambda_ if r.is_gae else r.kappa)].append(r.score)
         for (name, gamma, param), scores in sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2])):
             cell = Cell(np.asarray(scores))
@@ -67,14 +68,16 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
         variants = [v for v in t.rows if v] or ["plain"]
         fig, axes = plt.subplots(1, len(variants), figsize=(6 * len(variants), 4), squeeze=False)
         for ax, variant in zip(axes[0], variants):
-            mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline]
+            mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline
+                    and not r.is_plain]  # (GAE runs are drawn as GAE below)
             groups = defaultdict(list)
             for r in mine:
                 groups[("naive " if r.naive else "") + f"kappa={r.kappa:g}"].append(r)
+            row = t.shared_row.get(variant, "")  # the baseline and GAE sampled as this variant was
             for r in env_runs:
-                if r.is_gae:
+                if r.is_gae and shared_row(r.sampling) == row:
                     groups[f"GAE lambda={r.lambda_:g}"].append(r)
-            baseline = _dedupe_by_seed([r for r in env_runs if r.is_baseline])
+            baseline = _dedupe_by_seed([r for r in env_runs if r.is_baseline and shared_row(r.sampling) == row])
             if baseline:
                 groups["kappa=1 (baseline)"] = baseline
             for label, group in sorted(groups.items()):

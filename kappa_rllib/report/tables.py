@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import SCORE_RULES, Cell, Run
+from kappa_rllib.report.data import SCORE_RULES, Cell, Run, is_plain, shared_row
 
 
 PAPER_C_FA = {"dqn": 0.05, "trpo": 0.2}  # the C_FA of the paper's Tables 1 and 2 (at gamma 0.99)
@@ -34,14 +34,22 @@ class EnvTable:
     family: str
     c_fa: float | None
     gamma: float
-    rows: dict  # variant -> {column: Cell}; shared columns (baseline, gae) under variant ""
+    # variant -> {column: Cell}; shared columns (baseline, gae) under variant "", those of a non-default
+    # sampling layout under "plain (<its settings>)"
+    rows: dict
     best: set  # {(variant, column)} marked best (ties included)
     every: list = dataclasses.field(default_factory=list)  # (row name, kappa or lambda, Cell) for every value run
+    # row -> the row holding the baseline and GAE cells of its sampling layout (data.shared_row; default "")
+    shared_row: dict = dataclasses.field(default_factory=dict)
+
+    def shared(self, variant: str, column: str) -> Cell | None:
+        """The shared cell (baseline, gae) sampled as `variant` was."""
+        return self.rows.get(self.shared_row.get(variant, ""), {}).get(column)
 
 
 def _kappa_variants(runs: list[Run]) -> list[str]:
     """The kappa variants among `runs`: kappa-pi, kappa-vi, then others (e.g. a phi_fit setting)."""
-    found = {r.variant for r in runs if r.variant != "plain"}
+    found = {r.variant for r in runs if not r.is_plain}
     return sorted(found, key=lambda v: (v not in ("kappa-pi", "kappa-vi"), v))
 
 
@@ -89,18 +97,30 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
         env_runs = [r for r in env_runs if r.gamma == gamma]
         family = env_runs[0].family
         order = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
-        baseline = _dedupe_by_seed(sorted((r for r in env_runs if r.is_baseline),
-                                          key=lambda r: order.get(r.variant, len(order))))
-        gae = _best_param_cell([r for r in env_runs if r.is_gae], lambda r: r.lambda_)
+        # the baseline and GAE runs of each sampling layout ("" the default first): kept apart
+        shared = {}
+        for sampling in sorted({r.sampling for r in env_runs}):
+            mine = [r for r in env_runs if r.sampling == sampling]
+            shared[sampling] = (_dedupe_by_seed(sorted((r for r in mine if r.is_baseline),
+                                                       key=lambda r: order.get(r.variant, len(order)))),
+                                [r for r in mine if r.is_gae])
         c_fas = sorted({r.c_fa for r in env_runs if r.c_fa is not None}) or [None]
         for c_fa in c_fas:
             rows: dict = {"": {}}
-            every = [("baseline", 1.0, Cell(np.asarray([r.score for r in baseline]), 1.0))] if baseline else []
-            every += [("gae", c.param, c) for c in _param_cells([r for r in env_runs if r.is_gae], lambda r: r.lambda_)]
-            if baseline:
-                rows[""]["baseline"] = Cell(np.asarray([r.score for r in baseline]), 1.0)
-            if gae:
-                rows[""]["gae"] = gae
+            sampled: dict = {}  # "plain (<settings>)" -> its shared cells, after the kappa rows
+            every = []
+            for sampling, (baseline, gae_runs) in shared.items():
+                cells, suffix = (rows[""], "") if not sampling else ({}, f" ({sampling})")
+                if baseline:
+                    every.append(("baseline" + suffix, 1.0, Cell(np.asarray([r.score for r in baseline]), 1.0)))
+                    cells["baseline"] = Cell(np.asarray([r.score for r in baseline]), 1.0)
+                every += [("gae" + suffix, c.param, c) for c in _param_cells(gae_runs, lambda r: r.lambda_)]
+                gae = _best_param_cell(gae_runs, lambda r: r.lambda_)
+                if gae:
+                    cells["gae"] = gae
+                if sampling and cells:
+                    sampled[shared_row(sampling)] = cells
+            shared_rows = {row: row for row in sampled}
             for variant in _kappa_variants(env_runs):
                 mine = [r for r in env_runs if r.variant == variant and r.c_fa == c_fa]
                 if not mine:
@@ -120,12 +140,14 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                     cells["naive"] = naive
                 if cells:  # (a variant run only at kappa = 1 has only the baseline column)
                     rows[variant] = cells
+                    shared_rows[variant] = shared_row(mine[0].sampling)
                 every += [(variant, c.param, c) for c in _param_cells(regular, lambda r: r.kappa)]
                 every += [(f"{variant} naive", c.param, c) for c in _param_cells([r for r in mine if r.naive],
                                                                                  lambda r: r.kappa)]
+            rows.update(sampled)
             if len(rows) == 1 and not rows[""]:
                 continue
-            tables.append(EnvTable(env, family, c_fa, gamma, rows, _best_marks(rows), every))
+            tables.append(EnvTable(env, family, c_fa, gamma, rows, _best_marks(rows), every, shared_rows))
     return tables
 
 
@@ -135,6 +157,11 @@ def _best_marks(rows: dict) -> set:
         return set()
     top = max(cells, key=lambda t: t[2].mean)[2]
     return {(v, c) for v, c, cell in cells if cell is top or cell.overlaps(top)}
+
+
+def _is_shared(name: str) -> bool:
+    """A baseline or GAE entry of `EnvTable.every` (in any sampling layout): one per env, not per C_FA."""
+    return name.split(" (")[0] in ("baseline", "gae")
 
 
 def _param_name(column: str) -> str:
@@ -156,11 +183,13 @@ def _table_lines(tables: list[EnvTable], paper: dict):
     """(table, env label, row label, {column: (cell, text, bold, paper text)}) per printed row."""
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
-        variants = [v for v in t.rows if v] or [""]
+        kappa_rows = [v for v in t.rows if v and not is_plain(v)]
+        sampled = [v for v in t.rows if is_plain(v)]  # TRPO / GAE sampled otherwise: rows of their own
+        variants = (kappa_rows or ([""] if t.rows.get("") or not sampled else [])) + sampled
         for i, variant in enumerate(variants):
             cols = {}
             for column in COLUMNS:
-                owner = "" if column in ("baseline", "gae") else variant
+                owner = "" if column in ("baseline", "gae") and not is_plain(variant) else variant
                 if owner == "" and i > 0:
                     continue  # shared cells are printed on the environment's first row, as in the paper
                 cell = t.rows.get(owner, {}).get(column)
@@ -174,7 +203,7 @@ def _table_lines(tables: list[EnvTable], paper: dict):
                     if column not in ("kappa_0", "baseline"):
                         p_text += f", {_param_name(column)}={p[2]:g}"
                 cols[column] = (cell, _cell_text(cell, column, column not in ("kappa_0", "baseline")),
-                                (owner, column) in t.best, p_text)
+                                (owner, column) in t.best, p_text, owner)
             yield t, label, variant or "-", cols
 
 
@@ -207,13 +236,13 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
                 md_cells.append("")
                 tex_cells.append("")
                 continue
-            cell, text, bold, p_text = cols[column]
+            cell, text, bold, p_text, owner = cols[column]
             md_cells.append((f"**{text}**" if bold else text) + (f"<br>paper: {p_text}" if p_text else ""))
             tex_text = text.replace("+-", "$\\pm$").replace("kappa=", "$\\kappa$=").replace("lambda=", "$\\lambda$=")
             tex_cells.append(f"\\textbf{{{tex_text}}}" if bold else tex_text)
             rows_csv.append({
                 "env": t.env, "c_fa": "" if t.c_fa is None else t.c_fa, "gamma": t.gamma,
-                "row": "" if column in ("baseline", "gae") else variant, "column": column,
+                "row": owner, "column": column,
                 "param": "" if cell.param is None else cell.param, "n": cell.n, "mean": cell.mean, "ci95": cell.ci,
                 "best": int(bold), "paper": p_text,
             })
@@ -224,11 +253,11 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
     shown = set()
     for t in tables:
         for name, param, cell in t.every:
-            if name in ("baseline", "gae"):  # shared by the env's C_FA tables: once per env
+            if _is_shared(name):  # shared by the env's C_FA tables: once per env
                 if (t.env, name, param) in shown:
                     continue
                 shown.add((t.env, name, param))
-            c_fa = "" if t.c_fa is None or name in ("baseline", "gae") else f"{t.c_fa:g}"
+            c_fa = "" if t.c_fa is None or _is_shared(name) else f"{t.c_fa:g}"
             md.append(f"| {t.env} | {name} | {c_fa} | {param:g} | {_fmt(cell.mean)} +- {_fmt(cell.ci)} | {cell.n} |")
     tex += ["\\hline", "\\end{tabular}"]
     paths = [out / "table.md", out / "table.csv", out / "table.tex"]
