@@ -189,8 +189,16 @@ def stop_reached(result: dict, stop: dict) -> bool:
     return False
 
 
-def _progress_line(algo: str, row: dict, total_steps: int, result: dict | None = None) -> str:
-    line = (f"[{algo}] steps {row['env_steps']:>8d}/{total_steps}  return {row['episode_return_mean']:8.1f}  "
+def _progress_line(algo: str, row: dict, total_steps: int, result: dict | None = None,
+                   last_return: float | None = None) -> str:
+    """One terminal line per iteration. The return is RLlib's windowed mean (over its last episodes);
+    in an iteration in which no episode ended RLlib reports none (nan), and the line shows the last
+    known one, as SB3's ep_rew_mean does (`-` until a first episode has ended)."""
+    value = row["episode_return_mean"]
+    if isinstance(value, float) and math.isnan(value):
+        value = last_return
+    shown = "       -" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:8.1f}"
+    line = (f"[{algo}] steps {row['env_steps']:>8d}/{total_steps}  return {shown}  "
             f"kappa-iter {row['kappa_iteration']}/{row['kappa_num_iterations']} ({row['kappa_phase']})  "
             f"{row['env_steps_per_s']:6.0f} steps/s")
     evaluation = (result or {}).get("evaluation", {}).get("env_runners", {})
@@ -252,7 +260,7 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
                     tracker.log(result)
                 if not math.isnan(row["episode_return_mean"]):
                     returns.append(row["episode_return_mean"])
-                log(_progress_line(algo, row, total_steps, result))
+                log(_progress_line(algo, row, total_steps, result, returns[-1] if returns else None))
                 finished = bool(result.get("done")) or row["env_steps"] >= total_steps or (
                     bool(stop) and stop_reached(result, stop))
                 if finished:

@@ -167,7 +167,7 @@ def test_the_papers_equations_are_rendered_as_maths(site):
             assert ascii_maths not in content, f"{name or 'home'}: ASCII maths {ascii_maths!r}"
     assert r"\xi_\kappa^{N_\kappa} = C_{\text{FA}}" in algorithms  # Eq. 8, as TeX for MathJax
     home = page(site_dir, "")
-    assert "javascripts/mathjax.js" in home and "mathjax@3" in home
+    assert "javascripts/mathjax.js" in home
     assert (site_dir / "javascripts" / "mathjax.js").is_file()
 
 
@@ -187,3 +187,198 @@ def test_the_experiments_page_names_every_grid_file():
     page = (ROOT / "docs" / "experiments.md").read_text()
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tune_configs").rglob("*.py") if p.name != "__init__.py")
     assert files and [f for f in files if f"`{f}`" not in page] == []
+
+
+
+# ----------------------------------------------------------------------------------- as a reader sees it
+# At a 1400 px window mkdocs-material's text column is ~690 px wide (61rem grid of 20 px less two 12.1rem
+# sidebars and the content's margins); a code line holds 80 characters of its monospace font there.
+COLUMN_PX = 690
+MAX_CODE_CHARS = 80
+MIN_FONT_PX = 9
+
+
+def site_pages(site_dir: Path):
+    """(name, html) of every page of the site that has content, the API page left out (its code is
+    the docstrings' examples, rendered by mkdocstrings)."""
+    for html_file in sorted(site_dir.rglob("index.html")):
+        name = html_file.parent.relative_to(site_dir).as_posix()
+        text = html_file.read_text()
+        if "<article" in text and name != "api":
+            yield ("" if name == "." else name), text
+
+
+def test_no_code_line_is_wider_than_the_column(site):
+    """Every line of a code block fits the text column (long commands wrapped with ` \\` continuation
+    lines); only program output (```console blocks) may scroll sideways."""
+    _, site_dir = site
+    wide = []
+    for name, text in site_pages(site_dir):
+        for cls, block in re.findall(r'<div class="([^"]*)"><pre[^>]*>(.*?)</pre>', article(text), flags=re.S):
+            for raw in block.split("\n"):
+                line = html.unescape(re.sub(r"<[^>]+>", "", raw))
+                if re.match(r'(?:<span></span>)?(?:<code>)?<span class="go">', raw):
+                    continue  # a line of program output (```console): printed as it is, may scroll
+                if len(line) > MAX_CODE_CHARS:
+                    wide.append(f"{name or 'home'} ({len(line)}): {line[:60]}")
+    assert not wide, f"{len(wide)} code lines wider than {MAX_CODE_CHARS} characters:\n" + "\n".join(wide[:20])
+
+
+def png_size_and_dpi(path: Path) -> tuple[int, int, float]:
+    """(width px, height px, dots per inch from the pHYs chunk; 72 if none) of a PNG."""
+    import struct
+
+    data = path.read_bytes()
+    width, height = struct.unpack(">II", data[16:24])
+    at = data.find(b"pHYs")
+    dpi = 72.0
+    if at > 0:
+        x, _, unit = struct.unpack(">IIB", data[at + 4:at + 13])
+        dpi = x * 0.0254 if unit == 1 else 72.0
+    return width, height, dpi
+
+
+def test_every_figure_is_legible_at_the_width_shown_and_opens_full_size(site):
+    """A figure's smallest text (legends, ticks: kappa_rllib.report.plots.SMALLEST_FONT_PT at PLOT_DPI;
+    a figure drawn before at 100 dpi had 7 pt legends) renders at >= 9 px at the width the page shows
+    it: its pixel width, or less where the column or a width attribute scales it down. Every figure is
+    a link to itself full size (glightbox)."""
+    from kappa_rllib.report import plots
+
+    _, site_dir = site
+    small, unlinked, seen = [], [], 0
+    for name, text in site_pages(site_dir):
+        content = article(text)
+        for tag in re.findall(r"<img[^>]*>", content):
+            src = re.search(r'\bsrc="([^"]+)"', tag).group(1)
+            if not src.endswith(".png"):
+                continue
+            seen += 1
+            path = (site_dir / name / src).resolve()
+            width, _, dpi = png_size_and_dpi(path)
+            font_pt = plots.SMALLEST_FONT_PT if round(dpi) == plots.PLOT_DPI else 7
+            shown = min(width, COLUMN_PX)
+            percent = re.search(r'\bwidth="(\d+)%"', tag)
+            if percent:
+                shown = min(width, COLUMN_PX * int(percent.group(1)) / 100)
+            font_px = font_pt * dpi / 72 * shown / width
+            if font_px < MIN_FONT_PX:
+                small.append(f"{name or 'home'}: {src} at {shown:.0f} of {width} px: {font_px:.1f} px text")
+        for src in re.findall(r'<img[^>]*\bsrc="([^"]+\.png)"', content):
+            if not re.search(rf'<a[^>]*class="glightbox"[^>]*href="{re.escape(src)}"', content):
+                unlinked.append(f"{name or 'home'}: {src}")
+    assert seen >= 15
+    assert not small, "figures whose text is too small where they are shown:\n" + "\n".join(small)
+    assert not unlinked, "figures that do not open full size:\n" + "\n".join(unlinked)
+
+
+def test_long_pages_are_organised_under_headings_not_bold_labels(site):
+    """A page of more than 2,000 words has sections (>= 3 headings below its title, so its contents on
+    the right list them) and no paragraph that is only a bold label ("**What agrees.**") standing in
+    for a heading."""
+    _, site_dir = site
+    found = []
+    for name, text in site_pages(site_dir):
+        content = article(text)
+        words = len(text_of(content).split())
+        if words <= 2000:
+            continue
+        headings = len(re.findall(r"<h[23][ >]", content))
+        if headings < 3:
+            found.append(f"{name}: {words} words, {headings} section headings")
+        for label in re.findall(r"<p><strong>([^<]{1,80})</strong>[.:]?\s*</p>", content):
+            found.append(f"{name}: a bold label instead of a heading: {label!r}")
+    assert not found, "\n".join(found[:20])
+
+
+def test_the_maths_is_served_with_the_site():
+    """MathJax is vendored (docs/javascripts/mathjax/) and loaded from the site itself: no CDN, so the
+    maths renders offline."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    scripts = re.search(r"extra_javascript:\n((?:\s+- .*\n)+)", config).group(1).split()
+    scripts = [s for s in scripts if s != "-"]
+    assert "javascripts/mathjax/tex-svg-full.js" in scripts
+    assert not [s for s in scripts if "://" in s], scripts
+    assert (ROOT / "docs" / "javascripts" / "mathjax" / "tex-svg-full.js").stat().st_size > 500_000
+
+
+USER_PAGES = [p for p in sorted((ROOT / "docs").rglob("*.md"))
+              if "trials" not in p.parts and p.name not in ("layout.md", "api.md")]
+COMMIT_HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,12}(?![\w-])")
+HISTORY = re.compile(r"\b(the issue'?s?|before this release|this tree against|at [0-9a-f]{7}\b)", re.I)
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def test_user_pages_hold_no_commit_hashes_or_dated_history():
+    """The site says what is, in the present tense: no commit hash, no issue talk, and a date only
+    where a measurement or an experiment says when it ran (once per table: at most 8 on a page)."""
+    found = []
+    for path in USER_PAGES:
+        text = path.read_text()
+        prose = re.sub(r"```.*?```", "", text, flags=re.S)
+        for m in COMMIT_HASH.finditer(prose):
+            found.append(f"{path.relative_to(ROOT)}: commit hash {m.group(0)}")
+        for m in HISTORY.finditer(prose):
+            found.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}")
+        dates = DATE.findall(prose)
+        if len(dates) > 8:
+            found.append(f"{path.relative_to(ROOT)}: {len(dates)} dates")
+        for line in prose.splitlines():
+            if len(DATE.findall(line)) > 1:
+                found.append(f"{path.relative_to(ROOT)}: a line listing dated runs: {line[:80]}")
+    assert not found, "\n".join(found[:20])
+
+
+def test_the_results_landing_page_starts_with_a_summary_table_of_published_numbers(site):
+    """docs/results.md opens with one table, each experiment's headline cells beside the paper's and a
+    link to its page; every number in its `here` column is in a report file of that experiment."""
+    text = (ROOT / "docs" / "results.md").read_text()
+    first_table = text[text.index("\n|"):text.index("\n\n", text.index("\n|"))]
+    assert text.index("\n|") < text.index("\n## ")
+    rows = [r.split("|")[1:-1] for r in first_table.strip().splitlines()[2:]]
+    assert len(rows) >= 20
+    reports = {
+        "Table 2": ["results/table2/table.md", "results/table2/improvement.md"],
+        "Ant": ["results/table2/ant_level/table.md"],
+        "MinAtar, 250k": ["results/minatar/table.md"],
+        "MinAtar, 1M": ["results/minatar/1m/table.md"],
+        "Small suite": ["results/small_suite_mujoco_table.md"],
+        "Adaptive": ["results/adaptive/adaptive.md"],
+    }
+    experiment, checked = None, 0
+    for cells in rows:
+        experiment = cells[0].strip() or experiment
+        here = cells[3]
+        numbers = re.findall(r"-?\d+\.\d+", here)
+        if not numbers:
+            continue
+        files = next(v for k, v in reports.items() if experiment.startswith(k))
+        published = " ".join((ROOT / "docs" / f).read_text() for f in files)
+        for number in numbers:
+            assert number in published, f"{experiment}: {number} is in no report file of it ({files})"
+            checked += 1
+    assert checked >= 40
+    _, site_dir = site
+    assert re.search(r'<table>.*?href="table2/', article(page(site_dir, "results")), flags=re.S)
+
+
+def test_cluster_and_image_guides_are_pages_of_the_site(site):
+    """cluster/README.md and docker/README.md are included (one source of truth) as pages in the nav."""
+    _, site_dir = site
+    cluster = text_of(article(page(site_dir, "cluster")))
+    docker = text_of(article(page(site_dir, "docker")))
+    assert "ray job submit" in cluster and "kubectl apply" in cluster
+    assert "docker/build.sh" in docker
+    nav = page(site_dir, "")
+    assert 'href="cluster/"' in nav and 'href="docker/"' in nav and 'href="engineering/"' in nav
+
+
+def test_report_pages_have_titles_that_name_their_experiment(site):
+    """Each generated report page (table.md, iqm.md, ... of docs/results/) has its own title."""
+    _, site_dir = site
+    titles = {}
+    for html_file in (site_dir / "results").rglob("index.html"):
+        title = re.search(r"<title>(.*?)</title>", html_file.read_text()).group(1)
+        titles.setdefault(title, []).append(html_file.parent.relative_to(site_dir).as_posix())
+    shared = {t: p for t, p in titles.items() if len(p) > 1}
+    assert not shared, f"report pages sharing a title: {shared}"

@@ -734,3 +734,35 @@ def test_kappa_best_against_kappa_0_compares_the_c_fa_cells_and_says_where_kappa
     windowed, by_window = _improvement_sections(tmp_path, runs, score_window="env-steps")
     note = f"Score of a run: {report.SCORE_RULES['env-steps']}."
     assert all(note in s for s in by_window.values()) and windowed.count(note) == 2
+
+
+def _heat_run(kappa, c_fa, score, seed=0, variant="kappa-pi"):
+    return report.Run(path=f"t{kappa}_{c_fa}_{seed}", env="ALE/Breakout-v5", family="dqn", variant=variant,
+                      kappa=kappa, c_fa=c_fa, naive=False, gamma=0.99, lambda_=None, seed=seed,
+                      episode_returns=[score], steps=np.array([0.0]), curve=np.array([score]), env_steps=1)
+
+
+def test_the_heatmaps_baseline_is_one_row_across_every_c_fa(tmp_path):
+    """The kappa = 1 baseline (DQN) has no C_FA, whatever C_FA its config carried (0.05 here): it is not
+    a cell under one C_FA with the other left empty, but a row of its own spanning all of them."""
+    from kappa_rllib.report.plots import heatmap_grid, write_heatmaps
+
+    runs = [_heat_run(k, c, 10 * k + c) for k in (0.68, 0.84) for c in (0.05, 0.2)]
+    baseline = [_heat_run(1.0, 0.05, 50.0, seed) for seed in range(2)] + [_heat_run(1.0, 0.05, 70.0, 1)]
+    kappas, c_fas, grid, base = heatmap_grid(runs + baseline, baseline)
+    assert kappas == [0.68, 0.84] and c_fas == [0.05, 0.2]  # no kappa = 1 row inside the grid
+    assert np.isfinite(grid).all()
+    assert base == pytest.approx(50.0)  # one run per seed (as the tables' baseline column)
+    (path,) = write_heatmaps(runs + baseline, tmp_path)
+    assert path.name == "heatmap_ALE-Breakout-v5_kappa-pi.png" and path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_a_title_names_the_experiment_on_every_page_written(results, tmp_path):
+    """`--title`: each Markdown file's heading says which experiment it belongs to (the site shows many
+    reports' table.md and iqm.md pages)."""
+    root, _, _ = results
+    paths = report.report(root / "grid", tmp_path / "r", reps=50, title="Breakout check")
+    pages = [p for p in paths if p.suffix == ".md"]
+    assert {"table.md", "iqm.md"} <= {p.name for p in pages}
+    for p in pages:
+        assert p.read_text().startswith("# Breakout check: "), p.name

@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
                           help="a run's score: the mean return of its last 10%% of training episodes by count "
                                "(episodes, the default, the paper's), or of those reported in its last 10%% of env "
                                "steps (env-steps: a check where episode lengths change over training)")
+    report_p.add_argument("--title", default=None,
+                          help="the experiment's name, put before each written page's heading (\"TITLE: Final "
+                               "training performance\"), so that pages of several reports tell which they belong to")
 
 
 def main_with_defaults(folder) -> int:
@@ -46,7 +49,7 @@ def main(args) -> int:
     try:
         paths = report.report(args.folder, args.out, reps=args.bootstrap_reps,
                               include_unfinished=args.include_unfinished, notes=notes,
-                              score_window=args.score_window)
+                              score_window=args.score_window, title=args.title)
     except (ValueError, OSError) as e:
         return error(one_line(e))
     for table in (p for p in paths if p.name in ("table.md", "adaptive.md")):  # fixed kappas, populations

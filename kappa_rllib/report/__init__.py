@@ -46,14 +46,27 @@ __all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "SCORE_RUL
 
 
 def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
-           notes: list | None = None, score_window: str = "episodes") -> list[Path]:
+           notes: list | None = None, score_window: str = "episodes", title: str | None = None) -> list[Path]:
     """Writes every output for the Tune results under `root` into `out` (default: root/report);
     returns the paths written. Trials that have not reported `done` (still running, stopped or
     failed) are left out of everything but scores.csv unless `include_unfinished`.
     Raises ValueError if `root` holds no trial results. If rliable cannot be imported, the IQM files
     are skipped, everything else is written, and one line saying why is appended to `notes`. A bucket URI `root` (s3://...) is read
     through a local mirror of its result files, `out`/results (`out` default: ./<name>_report).
-    `score_window`: which episodes score a run (data.SCORE_WINDOWS), "episodes" as the paper."""
+    `score_window`: which episodes score a run (data.SCORE_WINDOWS), "episodes" as the paper.
+    `title`: the experiment's name, put before the heading of every Markdown file written
+    ("# TITLE: Final training performance")."""
+    paths = _report(root, out, reps, include_unfinished, notes, score_window)
+    if title:
+        for path in paths:
+            if path.suffix == ".md":
+                text = path.read_text()
+                if text.startswith("# "):
+                    path.write_text(f"# {title}: " + text[2:])
+    return paths
+
+
+def _report(root, out, reps, include_unfinished, notes, score_window) -> list[Path]:
     from kappa_rllib.tuning import storage
 
     check_score_window(score_window)

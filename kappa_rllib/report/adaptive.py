@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from kappa_rllib.report.data import SCORE_RULES, Cell, Run, _pyplot, _safe
+from kappa_rllib.report.plots import LEGEND_FONT_PT, PANEL_HEIGHT_IN, PANEL_WIDTH_IN, PLOT_DPI, _style, _title
 
 
 def _fmt(cell: Cell, extra: str = "") -> str:
@@ -74,7 +75,7 @@ def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "
                          "best_fixed_kappa": best_fixed.param if best_fixed else float("nan"),
                          "best_fixed_mean": best_fixed.mean if best_fixed else float("nan"),
                          "best_fixed_ci": best_fixed.ci if best_fixed else float("nan")})
-        fig, (ax_kappa, ax_return) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+        fig, (ax_kappa, ax_return) = plt.subplots(2, 1, figsize=(PANEL_WIDTH_IN, 1.6 * PANEL_HEIGHT_IN), sharex=True)
         for i, r in enumerate(runs):
             ok = np.isfinite(r.kappa_path)
             start = r.kappa_path[ok][0] if ok.any() else r.kappa  # params.json holds the latest config
@@ -88,14 +89,13 @@ def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "
                 ax_return.plot(r.steps[piece], r.curve[piece], color=color)
         if best_fixed is not None:
             ax_kappa.axhline(best_fixed.param, color="k", ls=":", lw=1, label=f"best fixed kappa={best_fixed.param:g}")
-        ax_kappa.set_ylabel("kappa")
-        ax_kappa.set_title(f"{env}: {population} population, each member's kappa")
-        ax_kappa.legend(fontsize=7)
-        ax_return.set_xlabel("env steps")
-        ax_return.set_ylabel("episode return (RLlib's mean)")
+        _style(ax_kappa, "", "kappa")
+        _title(ax_kappa, f"{env}: {population} population, each member's kappa")
+        ax_kappa.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8)
+        _style(ax_return, "env steps", "episode return (RLlib's mean)")
         fig.tight_layout()
         path = out / f"adaptive_{_safe(env)}_{_safe(population)}.png"
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=PLOT_DPI)
         plt.close(fig)
         paths.append(path)
     md, csv_path = out / "adaptive.md", out / "adaptive.csv"

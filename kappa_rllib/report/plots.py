@@ -3,6 +3,7 @@ lower-gamma study (the paper's Fig. 3)."""
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -37,6 +38,31 @@ def write_lower_gamma(runs: list[Run], out: Path) -> Path | None:
 
 
 # ----------------------------------------------------------------------------------- plots
+# Sizes a figure is drawn at: one panel per row, PANEL_WIDTH_IN wide, saved at PLOT_DPI. A page shows
+# a figure at most as wide as its text column (~690 px at a 1400 px window): a font of F points
+# there is F * 690 / (72 * PANEL_WIDTH_IN) px high, so the smallest font (SMALLEST_FONT_PT, the
+# legends' and tick labels') reads at ~12 px. tests/test_docs.py reads these numbers.
+PLOT_DPI = 150
+PANEL_WIDTH_IN = 7.0
+PANEL_HEIGHT_IN = 4.2
+TITLE_FONT_PT = 11
+LABEL_FONT_PT = 10
+LEGEND_FONT_PT = 9
+TICK_FONT_PT = 9
+ANNOTATION_FONT_PT = 10
+SMALLEST_FONT_PT = min(LEGEND_FONT_PT, TICK_FONT_PT, LABEL_FONT_PT, TITLE_FONT_PT, ANNOTATION_FONT_PT)
+TITLE_WIDTH_CHARS = 70  # a longer title wraps onto a second line (a sub-env's kwargs)
+
+
+def _title(ax, text: str) -> None:
+    ax.set_title("\n".join(textwrap.wrap(text, TITLE_WIDTH_CHARS)), fontsize=TITLE_FONT_PT)
+
+
+def _style(ax, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel, fontsize=LABEL_FONT_PT)
+    ax.set_ylabel(ylabel, fontsize=LABEL_FONT_PT)
+    ax.tick_params(labelsize=TICK_FONT_PT)
+
 def _mean_band(runs: list[Run], points: int = 100, curve: str = "curve"):
     """(x, mean, 95% half-width) of the runs' `curve` ("curve": training returns; "eval_curve": RLlib's
     evaluation) on a common env-step axis; None if no run has a point of it."""
@@ -66,8 +92,9 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
     for t in tables:
         env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
         variants = [v for v in t.rows if v] or ["plain"]
-        fig, axes = plt.subplots(1, len(variants), figsize=(6 * len(variants), 4), squeeze=False)
-        for ax, variant in zip(axes[0], variants):
+        fig, axes = plt.subplots(len(variants), 1, figsize=(PANEL_WIDTH_IN, PANEL_HEIGHT_IN * len(variants)),
+                                 squeeze=False)
+        for ax, variant in zip(axes[:, 0], variants):
             mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline
                     and not r.is_plain]  # (GAE runs are drawn as GAE below)
             groups = defaultdict(list)
@@ -93,49 +120,66 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
                     ax.plot(evaluation[0], evaluation[1], style, color=line.get_color(), alpha=0.6, marker=".",
                             markevery=10, label=f"{label} evaluation")
             title = variant if variant != "plain" else "TRPO / GAE"
-            ax.set_title(f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""))
-            ax.set_xlabel("env steps")
-            ax.set_ylabel("episode return (mean, 95% band)")
-            ax.legend(fontsize=7)
+            _title(ax, f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""))
+            _style(ax, "env steps", "episode return (mean, 95% band)")
+            ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8)
         fig.tight_layout()
         path = out / (f"curves_{_safe(t.env)}" + (f"_cfa{t.c_fa:g}" if t.c_fa is not None else "") + ".png")
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=PLOT_DPI)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def heatmap_grid(mine: list[Run], baseline: list[Run]):
+    """(kappas, C_FAs, grid of mean scores [kappa x C_FA], the kappa = 1 baseline's mean or None) for one
+    env and variant. The baseline (DQN / TRPO) has no C_FA: it is left out of the grid, whatever C_FA
+    its config carried, and drawn as one row spanning every C_FA."""
+    cells = [r for r in mine if not r.is_baseline]
+    c_fas = sorted({r.c_fa for r in cells})
+    kappas = sorted({r.kappa for r in cells})
+    grid = np.full((len(kappas), len(c_fas)), np.nan)
+    for i, k in enumerate(kappas):
+        for j, c in enumerate(c_fas):
+            s = [r.score for r in cells if r.kappa == k and r.c_fa == c]
+            if s:
+                grid[i, j] = np.mean(s)
+    base = _dedupe_by_seed(baseline)
+    return kappas, c_fas, grid, (float(np.mean([r.score for r in base])) if base else None)
 
 
 def write_heatmaps(runs: list[Run], out: Path) -> list[Path]:
     plt = _pyplot()
     paths = []
     for env, env_runs, gamma in _by_env(runs):
+        baseline = [r for r in env_runs if r.is_baseline and r.gamma == gamma]
         for variant in _kappa_variants(env_runs):
             mine = [r for r in env_runs if r.variant == variant and not r.naive and r.gamma == gamma]
-            c_fas = sorted({r.c_fa for r in mine})
-            kappas = sorted({r.kappa for r in mine})
+            kappas, c_fas, grid, base = heatmap_grid(mine, baseline)
             if len(c_fas) < 2:
                 continue
-            grid = np.full((len(kappas), len(c_fas)), np.nan)
-            for i, k in enumerate(kappas):
-                for j, c in enumerate(c_fas):
-                    s = [r.score for r in mine if r.kappa == k and r.c_fa == c]
-                    if s:
-                        grid[i, j] = np.mean(s)
-            fig, ax = plt.subplots(figsize=(1.6 * len(c_fas) + 2, 0.6 * len(kappas) + 2))
-            im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
+            rows = len(kappas) + (base is not None)
+            fig, ax = plt.subplots(figsize=(max(PANEL_WIDTH_IN * 0.75, 1.6 * len(c_fas) + 2), 0.6 * rows + 2))
+            shown = grid if base is None else np.vstack([grid, np.full((1, len(c_fas)), base)])
+            im = ax.imshow(shown, cmap="viridis", aspect="auto", origin="lower")
             ax.set_xticks(range(len(c_fas)), [f"{c:g}" for c in c_fas])
-            ax.set_yticks(range(len(kappas)), [f"{k:g}" for k in kappas])
-            ax.set_xlabel("C_FA")
-            ax.set_ylabel("kappa")
+            ax.set_yticks(range(rows), [f"{k:g}" for k in kappas] + (["1 (baseline)"] if base is not None else []))
+            _style(ax, "C_FA", "kappa")
             for i in range(len(kappas)):
                 for j in range(len(c_fas)):
                     if np.isfinite(grid[i, j]):
-                        ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", color="w", fontsize=8)
-            ax.set_title(f"{env} {variant}: final score")
-            fig.colorbar(im, ax=ax)
+                        ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", color="w",
+                                fontsize=ANNOTATION_FONT_PT)
+            if base is not None:  # one row across every C_FA: the baseline does not use it
+                ax.axhline(len(kappas) - 0.5, color="w", lw=3)
+                ax.text((len(c_fas) - 1) / 2, len(kappas), f"{base:.0f}  (kappa = 1: no C_FA, one cell for all)",
+                        ha="center", va="center", color="w", fontsize=ANNOTATION_FONT_PT)
+            _title(ax, f"{env} {variant}: final score")
+            cbar = fig.colorbar(im, ax=ax)
+            cbar.ax.tick_params(labelsize=TICK_FONT_PT)
             fig.tight_layout()
             path = out / f"heatmap_{_safe(env)}_{variant}.png"
-            fig.savefig(path, dpi=100)
+            fig.savefig(path, dpi=PLOT_DPI)
             plt.close(fig)
             paths.append(path)
     return paths
