@@ -4,4 +4,5 @@ kappa_rllib.tuning.repair."""
 
 from kappa_rllib.tuning.repair import *  # noqa: F401,F403
 from kappa_rllib.tuning.repair import _newest, _newest_state, _parses, _unpickles  # noqa: F401
+from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows  # noqa: F401
 from kappa_rllib.tuning.retry import *  # noqa: F401,F403

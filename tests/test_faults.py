@@ -437,10 +437,10 @@ def test_a_trials_error_in_one_line_and_a_full_disk_told_apart():
 
 
 def test_result_rows_cut_short_are_dropped_wherever_they_are(tmp_path):
-    """repair._drop_bad_rows: a row the full disk cut short mid-file with the next row appended onto it
+    """rows._drop_bad_rows: a row the full disk cut short mid-file with the next row appended onto it
     (what Tune's restore of a trial's result.json leaves, seen in CI) and one at the end: both partial rows
     dropped, every whole row kept in order (the appended one too), and a file with none bad not rewritten."""
-    from kappa_rllib.tuning.repair import _drop_bad_rows
+    from kappa_rllib.tuning.rows import _drop_bad_rows
 
     rows = [json.dumps({"training_iteration": i, "kappa": {"env_steps": 500 * i}, "x": [i] * 3}) for i in range(1, 6)]
     path = tmp_path / "result.json"
@@ -491,9 +491,9 @@ def test_resume_repair_keeps_whole_rows_and_never_rewrites_a_finished_trial(tmp_
 
 
 def test_a_row_cut_short_is_dropped_reading_only_the_files_tail(tmp_path):
-    """repair._cut_partial_line (progress.csv) keeps every whole row, across read blocks, and drops only the
+    """rows._cut_partial_line (progress.csv) keeps every whole row, across read blocks, and drops only the
     partial one."""
-    from kappa_rllib.tuning.repair import _cut_partial_line
+    from kappa_rllib.tuning.rows import _cut_partial_line
 
     path = tmp_path / "result.json"
     for data, changed, after in [(b"a\nb\n", False, b"a\nb\n"), (b"a\nbc", True, b"a\n"), (b"abc", True, b""),

@@ -140,6 +140,25 @@ class MLflowCallback(LoggerCallback):
             except MlflowException:  # made meanwhile by another process on the store
                 return client.get_experiment_by_name(self.experiment).experiment_id
 
+    def on_step_begin(self, iteration, trials, **info):
+        # once: a trial that ended before a driver was killed, before its end reached MLflow, and that --resume
+        # keeps as ended (kappa_rllib.tuning.repair) gets its run's end now
+        if getattr(self, "_ends_checked", False):
+            return
+        self._ends_checked = True
+        ended = {t.trial_id: t.status for t in trials if t.status in ("TERMINATED", "ERROR")}
+        if not ended:
+            return
+        client, lock = _store(self.uri)
+        if self._experiment_id is None:
+            self._experiment_id = self._experiment()
+        with lock:
+            for run in client.search_runs([self._experiment_id], filter_string=(
+                    f"tags.{GRID_TAG} = '{self.grid}' and attributes.status = 'RUNNING'")):
+                status = ended.get(run.data.tags.get(TRIAL_TAG))
+                if status is not None:
+                    client.set_terminated(run.info.run_id, status="FAILED" if status == "ERROR" else "FINISHED")
+
     def log_trial_start(self, trial):
         from mlflow.entities import Param
 

@@ -1,0 +1,24 @@
+"""The Tune layer: how `kappa-rllib tune` runs a file's grids with Ray Tune (what a file defines, `Grid` and
+`paper_grids`, is kappa_rllib.experiments).
+
+One driver fits every grid of a file at once, each its own Tune run in a thread (`driver.run`,
+`together.fit_together`). Where the grids meet, this package manages what Tune keeps per run:
+
+| seam | where | tested by (tests/) |
+|---|---|---|
+| one Tune run per grid, started one after another (Tune's registry), all fitted together | `driver`, `together.fit_together`, `together.Started` | test_experiments.py (`..._run_together_...`), test_seams.py |
+| the shared cap (`--max-concurrent` over the file): new trials and the trials a resumed grid brings back | `together.SharedCap`, `CappedVariantGenerator`, `capped_actor_starts` | test_experiments.py, test_seams.py (`..._killed_at_random_...`, `test_errored_trials_resumed_with_a_new_cap_and_retry_budget`) |
+| the shared Ctrl-C (SIGINT stops every grid, each saving its state) | `together.interrupt_on_signal` | test_experiments.py, test_cli.py |
+| a grid's own failure: the others stopped and saved, one line | `together.GridRaised`, `driver.GridFailed` | test_seams.py (`..._tune_run_that_raises_...`) |
+| a fresh run checked for every grid before any writes | `driver.check_fresh` | test_seams.py (`test_a_fresh_run_refused_...`) |
+| the shared tracking: one MLflow store for the file, W&B's own step | `tracking` | test_seams.py, test_tracking.py |
+| retries: a lost node N times, the trial's own error once; this run's N on resume | `retry` | test_faults.py, test_seams.py (`test_a_resumed_grid_takes_this_runs_max_failures`) |
+| the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says | `repair`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`) |
+| the compact view, and trials waiting for resources on a cluster | `progress` | test_cli.py, test_experiments.py |
+| result storage: folders and bucket URIs | `storage` | test_cluster_configs.py, test_report.py |
+| Tune's console output under the compact view | `output` | test_experiments.py |
+
+Tune's internals this layer leans on (ray[rllib] is pinned exactly): the per-run SIGINT hook
+(`ray.tune.tune._setup_signal_catching`), `TuneController._maybe_add_actors` and its `_max_pending_trials`,
+the experiment state's layout (`Trial.from_json_state`, its checkpoint manager). Tests check each.
+"""

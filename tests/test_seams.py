@@ -1,0 +1,463 @@
+"""The Tune layer where its features meet (kappa_rllib.tuning): one file of three grids run through
+`kappa-rllib tune` on a real local Ray, against tracking, kills, resume, caps, retries, a population and a
+cluster. Every combination asserts the same invariants (`check_invariants`):
+
+* every trial ends once, at its T, `done`, and Tune's state calls none of them failed;
+* each trial's tracked run is in the store it belongs to (the file's one MLflow store, tagged with its grid;
+  W&B's offline runs of the file), once, with its whole env-step axis;
+* the peak of trials running at once (their iterations' spans, from result.json) respects the cap.
+
+The fast parts of each seam (the MLflow store shared by grids set up at once, W&B's step, a resumed run's
+--max-failures, the fresh-run check, a grid's failure in one line, the repair of a trial that finished after
+Tune last saved its state) have tests of their own here too.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nodes import trial_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+STEP = "env_runners/num_env_steps_sampled_lifetime"
+T = 2000  # env steps a trial: 4 iterations of 500
+GRIDS = ("kappa_pi_dqn", "kappa_vi_dqn", "dqn")
+
+
+def seam_file(folder: Path, *, seeds: int = 1, env: str = "CartPole-v1", population: bool = False,
+              failing_stopper: str | None = None) -> Path:
+    """Three grids (kappa-PI-DQN, kappa-VI-DQN, DQN; `seeds` trials each) of small CartPole trials; with
+    `population`, a fourth: a PBT population over kappa; with `failing_stopper` (a marker file), the second
+    grid's Tune run raises ConnectionError in its stopper while that file does not exist."""
+    path = folder / "seams.py"
+    path.write_text(textwrap.dedent(f"""\
+        import os
+        from ray.tune.stopper import Stopper
+        from kappa_rllib.experiments import SMOKE_SETTINGS, Grid, paper_grids, population
+
+        class FailingStopper(Stopper):
+            def __call__(self, trial_id, result):
+                return bool(result.get("done"))
+
+            def stop_all(self):
+                if not os.path.exists({failing_stopper!r}):
+                    raise ConnectionError("the network went away (a deliberate error of the grid's Tune run)")
+                return False
+
+        def experiments(smoke=False):
+            settings = {{**SMOKE_SETTINGS["dqn"], "total_env_steps": {T}}}
+            grids = paper_grids("dqn", {env!r}, kappas=[0.84], c_fa=[0.2], num_seeds={seeds}, **settings)
+            if {failing_stopper!r} is not None:
+                grids[1].stop = FailingStopper()
+            if {population!r}:
+                [members] = paper_grids("dqn", {env!r}, kappas=[0.68, 0.84], c_fa=[0.2], num_seeds=1,
+                                        variants=("pi",), baseline=False, name="pbt", **settings)
+                grids.append(Grid("pbt_kappa_pi_dqn", members.config,
+                                  scheduler=population("pbt", {{"kappa": [0.68, 0.84]}}, perturbation_interval=2),
+                                  mutations={{"kappa": [0.68, 0.84]}}))
+            return grids
+        """))
+    return path
+
+
+def tune_args(file: Path, storage: Path, *extra) -> list[str]:
+    return [*CLI, "tune", str(file), "--storage", str(storage), "--num-cpus", "2", "--checkpoint-every", "1",
+            *map(str, extra)]
+
+
+def environment(ray_tmp: Path, **extra) -> dict:
+    # a Ray of its own (its temp dir names its processes, so a kill finds them all); W&B offline
+    return {**os.environ, "PYTHONPATH": str(TESTS), "RAY_TMPDIR": str(ray_tmp), "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true", "MLFLOW_TRACKING_URI": "", "RAY_ADDRESS": "", **extra}
+
+
+def run(args, env, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def kill_all(proc: subprocess.Popen, ray_tmp: Path) -> None:
+    """SIGKILL the driver's process group and every Ray process of its temp dir: a stop of the machine."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+    subprocess.run(["pkill", "-9", "-f", str(ray_tmp)], check=False)
+    time.sleep(1)
+
+
+# ------------------------------------------------------------------------------------------ invariants
+def newest_state(grid_dir: Path) -> dict:
+    return json.loads(sorted(grid_dir.glob("experiment_state-*.json"))[-1].read_text())
+
+
+def timeline(rows: list[dict]) -> list[dict]:
+    """A trial's rows as its last timeline went: a resumed iteration replaces the rolled-back ones."""
+    kept = []
+    for row in rows:
+        while kept and kept[-1]["training_iteration"] >= row["training_iteration"]:
+            kept.pop()
+        kept.append(row)
+    return kept
+
+
+def check_invariants(file_dir: Path, grids=GRIDS, trials_per_grid: int = 1, cap: int | None = None,
+                     mlflow: bool = False, wandb: bool = False, population: tuple = ()) -> dict:
+    """The invariants of the module's docstring; returns {trial id: its timeline's rows}."""
+    trials, ran = {}, {}  # trial id -> (grid, its timeline's rows), (grid, every row it wrote)
+    for grid in grids:
+        grid_dir = file_dir / grid
+        rows = trial_rows(grid_dir)
+        assert len(rows) == trials_per_grid, (grid, sorted(rows))
+        statuses = [json.loads(row[0])["status"] for row in newest_state(grid_dir)["trial_data"]]
+        assert statuses == ["TERMINATED"] * trials_per_grid, (grid, statuses)
+        for name, trial in rows.items():
+            dones = [r for r in trial if r.get("done")]
+            assert len(dones) == 1 and trial[-1].get("done"), (grid, name, [r["training_iteration"] for r in trial])
+            line = timeline(trial)
+            assert line[-1][STEP.split("/")[0]][STEP.split("/")[1]] == T, (grid, name)
+            assert [r["training_iteration"] for r in line] == list(range(1, len(line) + 1)) or grid in population
+            trials[trial[0]["trial_id"]] = (grid, line)
+            ran[trial[0]["trial_id"]] = (grid, trial)
+    if cap is not None:
+        assert peak_running(ran) <= cap
+    if mlflow:
+        check_mlflow(file_dir, trials)
+    if wandb:
+        check_wandb(file_dir, trials)
+    return trials
+
+
+def peak_running(trials: dict) -> int:
+    """The most trials with an iteration in progress at one moment. A row's `timestamp` is its end in whole
+    seconds (te in [timestamp, timestamp + 1)), so each iteration surely ran over [timestamp + 1 - its time,
+    timestamp]; those spans are counted (an overlap of less than a second can go unseen)."""
+    events = []
+    for trial_id, (_, rows) in trials.items():
+        for r in rows:
+            start, end = r["timestamp"] + 1 - r["time_this_iter_s"], r["timestamp"]
+            if start < end:
+                events += [(start, 1), (end, -1)]
+    peak = running = 0
+    for _, change in sorted(events, key=lambda e: (e[0], e[1])):  # an end before a start at the same moment
+        running += change
+        peak = max(peak, running)
+    return peak
+
+
+def check_mlflow(file_dir: Path, trials: dict) -> None:
+    import mlflow
+
+    assert not list(file_dir.glob("*/mlflow.db")), "a grid's store of its own"
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{file_dir / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "seams"]
+    runs = client.search_runs([experiment.experiment_id])
+    by_trial = {}
+    for run in runs:
+        key = run.data.tags["trial_id"]
+        assert key not in by_trial, f"trial {key} logged twice"
+        by_trial[key] = run
+    assert set(by_trial) == set(trials)
+    for trial_id, (grid, rows) in trials.items():
+        run = by_trial[trial_id]
+        assert run.data.tags["grid"] == grid and run.info.status == "FINISHED"
+        steps = {m.step for m in client.get_metric_history(run.info.run_id, STEP)}
+        assert {r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows} <= steps and max(steps) == T
+
+
+def check_wandb(file_dir: Path, trials: dict) -> None:
+    from test_tracking import wandb_run
+
+    seen = {}
+    for folder in (file_dir / "wandb").glob("offline-run-*"):
+        run_id = folder.name.rsplit("-", 1)[1]
+        _, history = wandb_run(folder)
+        seen.setdefault(run_id, set()).update(h[STEP] for h in history if STEP in h)
+    assert set(seen) == set(trials), (sorted(seen), sorted(trials))  # one W&B run (id) per trial
+    for trial_id, (_, rows) in trials.items():
+        assert {r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows} <= seen[trial_id]
+        assert max(seen[trial_id]) == T
+
+
+# ------------------------------------------------------------------------------------------ the seams
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_trial_once(tmp_path):
+    """--track mlflow,wandb, --max-concurrent 2, the driver and its Ray SIGKILLed at random moments and resumed
+    each time, to the end: the invariants, one MLflow store for the file and one W&B run a trial."""
+    file, storage, ray_tmp = seam_file(tmp_path), tmp_path / "results", Path(f"/tmp/ks{os.getpid()}a")
+    env = environment(ray_tmp)
+    rng = random.Random(47)
+    args = tune_args(file, storage, "--track", "mlflow,wandb", "--track-project", "seams", "--max-concurrent", "2")
+    for attempt in range(3):
+        proc = subprocess.Popen([*args, *(["--resume"] if attempt else [])], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        moment = rng.uniform(15, 45)
+        try:
+            proc.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            kill_all(proc, ray_tmp)
+    out = run([*args, "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_invariants(storage / "seams", cap=2, mlflow=True, wandb=True)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("clusters")
+def test_errored_trials_resumed_with_a_new_cap_and_retry_budget(tmp_path):
+    """First run: every trial's code raises at each try (--max-failures 0; the code's error is retried once,
+    then the trial errs). --resume --max-concurrent 1 --max-failures 3: the errored trials come back (Tune
+    queues them with add_trial, past the shared cap's generator) and their processes die twice (lost nodes,
+    counted by --max-failures): with this run's budget and cap they all finish, one at a time."""
+    file, storage, ray_tmp = seam_file(tmp_path, env="crash_env:KappaCrash-v0"), tmp_path / "results", \
+        Path(f"/tmp/ks{os.getpid()}b")
+    out = run(tune_args(file, storage, "--max-failures", "0"), environment(ray_tmp))
+    assert out.returncode == 1 and out.stderr.count("[tune] failed:") == 3, (out.stdout + out.stderr)[-3000:]
+    healed = tmp_path / "healed"
+    healed.touch()  # crash_env: no more errors of the code
+    exits = tmp_path / "exits"
+    exits.mkdir()  # crash_env: the first two processes to reach step 300 die (os._exit)
+    out = run(tune_args(file, storage, "--resume", "--max-concurrent", "1", "--max-failures", "3"),
+              environment(ray_tmp, KAPPA_CRASH_ONCE=str(healed), KAPPA_EXIT_TWICE=str(exits)))
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert len(list(exits.glob("exit_*"))) == 2
+    check_invariants(storage / "seams", cap=1)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("clusters")
+def test_a_population_beside_plain_grids_killed_and_resumed_with_mlflow(tmp_path):
+    """A PBT population beside the three plain grids, --track mlflow, killed twice and resumed: every member
+    and trial ends once at T, each logged once in the file's store."""
+    file, storage, ray_tmp = seam_file(tmp_path, population=True), tmp_path / "results", \
+        Path(f"/tmp/ks{os.getpid()}c")
+    env = environment(ray_tmp)
+    args = tune_args(file, storage, "--track", "mlflow", "--track-project", "seams")
+    rng = random.Random(48)
+    for attempt in range(2):
+        proc = subprocess.Popen([*args, *(["--resume"] if attempt else [])], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=rng.uniform(20, 50))
+        except subprocess.TimeoutExpired:
+            kill_all(proc, ray_tmp)
+    out = run([*args, "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_invariants(storage / "seams", grids=(*GRIDS, "pbt_kappa_pi_dqn"), population=("pbt_kappa_pi_dqn",),
+                     mlflow=True)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("clusters")
+def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
+    """--address on a `ray start` head of 2 CPUs on loopback, --track mlflow,wandb: the invariants."""
+    from nodes import free_port, listening
+
+    port, ray_tmp = free_port(), Path(f"/tmp/ks{os.getpid()}d")
+    env = environment(ray_tmp)
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
+                             f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not listening(port):
+            assert time.time() < deadline, "the head did not start"
+            time.sleep(0.5)
+        file, storage = seam_file(tmp_path), tmp_path / "results"
+        out = run([*tune_args(file, storage, "--track", "mlflow,wandb", "--track-project", "seams"), "--address",
+                   f"127.0.0.1:{port}"], env)
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        check_invariants(storage / "seams", mlflow=True, wandb=True)
+    finally:
+        kill_all(head, ray_tmp)
+
+
+# ------------------------------------------------------------------------------------------ each seam, fast
+def test_grids_setting_up_at_once_share_one_mlflow_store_and_leave_the_global_uri_alone(tmp_path):
+    """Three grids' MLflow callbacks set up at the same moment on a fresh store (the grids start together):
+    one experiment, each grid's trial run once under its tag, and MLflow's process-global tracking URI
+    untouched (Ray's callback set it per grid: a UNIQUE-constraint crash, or runs in the wrong store)."""
+    import mlflow
+
+    from kappa_rllib.tuning.tracking import MLflowCallback
+
+    before = mlflow.get_tracking_uri()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    callbacks = [MLflowCallback(uri, "kt", grid) for grid in GRIDS]
+    barrier = threading.Barrier(len(callbacks))
+    errors = []
+
+    def set_up_and_log(callback, index):
+        try:
+            barrier.wait()
+            callback.setup()
+            trial = SimpleNamespace(trial_id=f"t{index}", config={"kappa": 0.84, "seed": index})
+            callback.log_trial_start(trial)
+            for steps in (500, 1000):
+                callback.log_trial_result(1, trial, {"env_runners": {"num_env_steps_sampled_lifetime": steps,
+                                                                     "episode_return_mean": float(index)}})
+            callback.log_trial_end(trial)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=set_up_and_log, args=(c, i)) for i, c in enumerate(callbacks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert mlflow.get_tracking_uri() == before
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name == "kt"]
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted((r.data.tags["grid"], r.data.tags["trial_id"], r.info.status) for r in runs) == [
+        ("dqn", "t2", "FINISHED"), ("kappa_pi_dqn", "t0", "FINISHED"), ("kappa_vi_dqn", "t1", "FINISHED")]
+    for r in runs:
+        history = client.get_metric_history(r.info.run_id, "env_runners/episode_return_mean")
+        assert [m.step for m in history] == [500, 1000]
+    # a new driver (--resume) goes on in the trial's run: its callback is unpickled from tuner.pkl
+    import pickle
+
+    again = pickle.loads(pickle.dumps(callbacks[0]))
+    again.setup()
+    again.log_trial_start(SimpleNamespace(trial_id="t0", config={}))
+    again.log_trial_result(2, SimpleNamespace(trial_id="t0", config={}),
+                           {"env_runners": {"num_env_steps_sampled_lifetime": 1500}})
+    assert len(client.search_runs([experiment.experiment_id])) == 3
+
+
+def test_wandb_keeps_every_row_after_a_rollback(tmp_path, monkeypatch):
+    """Rows of iterations 1, 2, 3, then 2, 3, 4 (a retry from the checkpoint at 1): W&B keeps all six on
+    its own step, the env steps (the x-axis) going back with the rollback. Ray's actor logged
+    step=training_iteration, and W&B dropped the three rows whose step was not above the last."""
+    import queue
+
+    from ray.air.integrations.wandb import _QueueItem
+
+    from kappa_rllib.tuning.tracking import _wandb_callback
+    from test_tracking import wandb_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    callback = _wandb_callback("kt", "grid", tmp_path, None)
+    items = queue.Queue()
+    cwd = os.getcwd()  # Ray's actor moves to its logdir
+    actor = callback._logger_actor_cls(logdir=str(tmp_path), queue=items, exclude=[], to_config=[],
+                                       id="trial1", name="trial1", project="kt", dir=str(tmp_path), resume="allow")
+    for iteration, steps in ((1, 100), (2, 200), (3, 300), (2, 200), (3, 300), (4, 400)):
+        items.put((_QueueItem.RESULT, {"training_iteration": iteration, "env_runners": {
+            "num_env_steps_sampled_lifetime": steps, "episode_return_mean": float(10 * iteration + steps)}}))
+    items.put((_QueueItem.END, None))
+    try:
+        actor.run()
+    finally:
+        os.chdir(cwd)
+    (folder,) = (tmp_path / "wandb").glob("offline-run-*")
+    _, history = wandb_run(folder)
+    assert [(h["training_iteration"], h[STEP]) for h in history] == [(1, 100), (2, 200), (3, 300), (2, 200),
+                                                                      (3, 300), (4, 400)]
+
+
+def test_a_resumed_grid_takes_this_runs_max_failures():
+    """Tune saves each trial's max_failures with it and decides by that value: the retry policy sets this
+    run's budget on every trial at its first step (before, a grid started with --max-failures 0 and resumed
+    with 3 gave its trials no retry)."""
+    from kappa_rllib.tuning import retry
+
+    policy = retry.retry_policy(3)
+    stored = SimpleNamespace(trial_id="t1", max_failures=0, run_metadata=SimpleNamespace(num_failures=1))
+    retrying = SimpleNamespace(trial_id="t2", max_failures=0, run_metadata=SimpleNamespace(num_failures=2))
+    policy.code_errors, policy.retrying_code_error = {"t2": 1}, {"t2"}
+    policy.on_step_begin(0, [stored, retrying])
+    assert (stored.max_failures, retrying.max_failures) == (3, 2)  # N; a code error's retry: no further failure
+    stored.max_failures = 7  # later steps leave Tune's decisions to on_trial_recover
+    policy.on_step_begin(1, [stored])
+    assert stored.max_failures == 7
+
+
+def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_ones(tmp_path):
+    """The third grid's folder holds a run: a fresh `tune` is refused in one line before Ray starts, and
+    the first two grids' folders get no tuner.pkl (the next attempt would be refused for them too)."""
+    file, storage = seam_file(tmp_path), tmp_path / "results"
+    (storage / "seams" / "dqn").mkdir(parents=True)
+    (storage / "seams" / "dqn" / "tuner.pkl").write_bytes(b"x")
+    out = run(tune_args(file, storage), environment(Path(f"/tmp/ks{os.getpid()}e")), timeout=120)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        f"kappa-rllib: error: {storage / 'seams' / 'dqn'} already holds a run of grid 'dqn': pass --resume to "
+        "continue it, or choose another --storage"]
+    assert sorted(p.name for p in (storage / "seams").iterdir()) == ["dqn"]
+
+
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+def test_a_grids_tune_run_that_raises_stops_the_others_in_one_line_and_resume_finishes(tmp_path):
+    """The second grid's Tune run raises (a ConnectionError in its stopper, not a trial's error): one line
+    naming the grid and the error (no traceback, no "disk full"), exit 1, the other grids stopped with their
+    state saved; --resume finishes every trial once."""
+    marker = tmp_path / "network_back"
+    file, storage = seam_file(tmp_path, failing_stopper=str(marker)), tmp_path / "results"
+    env = environment(Path(f"/tmp/ks{os.getpid()}f"))
+    out = run(tune_args(file, storage), env)
+    assert out.returncode == 1, (out.stdout + out.stderr)[-3000:]
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("kappa-rllib: error:")]
+    assert line.startswith("kappa-rllib: error: grid 'kappa_vi_dqn' stopped: ConnectionError: the network went "
+                           "away (a deliberate error of the grid's Tune run); the other grids (kappa_pi_dqn, dqn) "
+                           "were stopped and saved their state; --resume goes on from each trial's last checkpoint;"
+                           " resume with: kappa-rllib tune "), line
+    assert "Traceback" not in out.stderr and "disk" not in line
+    marker.touch()
+    out = run([*tune_args(file, storage), "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_invariants(storage / "seams")
+
+
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_path):
+    """A kill between a trial's last checkpoint (written straight to storage) and Tune's next save of its
+    state leaves a state that says RUNNING with an older checkpoint. Made here by rewriting a finished grid's
+    state so: --resume keeps the trial finished (before, it was pointed at its final checkpoint, whose
+    schedule is complete, and failed), and a trial whose last rows were lost too resumes from a checkpoint
+    its rows reach and ends at T with its iterations in order."""
+    from ray.tune.experiment.trial import Trial
+
+    file, storage = seam_file(tmp_path), tmp_path / "results"
+    env = environment(Path(f"/tmp/ks{os.getpid()}g"))
+    out = run(tune_args(file, storage, "--grids", "kappa_pi_dqn,dqn"), env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    for grid, lose_rows in (("kappa_pi_dqn", False), ("dqn", True)):
+        state_file = sorted((storage / "seams" / grid).glob("experiment_state-*.json"))[-1]
+        state = json.loads(state_file.read_text())
+        for row in state["trial_data"]:
+            trial = Trial.from_json_state(row[0], stub=True)
+            trial.restore_run_metadata(row[1])
+            manager = trial.run_metadata.checkpoint_manager
+            older = manager._checkpoint_results[0]  # two kept: the one before the final
+            manager._latest_checkpoint_result = older
+            trial.run_metadata._cached_json = None
+            row[1] = trial.run_metadata.get_json_state()
+            trial_state = json.loads(row[0])
+            trial_state["status"] = "RUNNING"
+            row[0] = json.dumps(trial_state)
+        state_file.write_text(json.dumps(state))
+        if lose_rows:  # Tune had not copied the last row onto storage either
+            (result,) = (storage / "seams" / grid).glob("*/result.json")
+            lines = result.read_text().splitlines(keepends=True)
+            result.write_text("".join(lines[:-1]))
+    out = run([*tune_args(file, storage, "--grids", "kappa_pi_dqn,dqn"), "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert out.stderr.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 1
+    check_invariants(storage / "seams", grids=("kappa_pi_dqn", "dqn"))
