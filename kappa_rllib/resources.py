@@ -4,8 +4,9 @@ A run (an RLlib Algorithm: a `train` run, each `tune` trial) asks Ray for its pl
 the main process, its remote EnvRunners and learners, with their CPUs and GPUs (RLlib's own
 `Algorithm.default_resource_request`). On an embedded local Ray, a run that asks for more than the machine has
 would wait forever: `check_embedded` refuses it in one line before Ray starts. On a cluster (`--address`,
-which may add nodes on demand) it is not refused; `WaitNotice` (train) and `tuning.progress.ResourceWait`
-(tune) print a line about every minute while it waits, naming what it asks for and what the cluster has free.
+which may add nodes on demand) it is not refused; `WaitNotice` (train, while its EnvRunners start) and
+`tuning.progress.ResourceWait` (tune, while none of the file's trials runs) print a line about every minute
+while it waits, naming what it asks for and what the cluster has free.
 """
 
 from __future__ import annotations

@@ -114,15 +114,18 @@ def timeline(rows: list[dict]) -> list[dict]:
 
 
 def check_invariants(file_dir: Path, grids=GRIDS, trials_per_grid: int = 1, cap: int | None = None,
-                     mlflow: bool = False, wandb: bool = False, population: tuple = ()) -> dict:
-    """The invariants of the module's docstring; returns {trial id: its timeline's rows}."""
+                     mlflow: bool = False, wandb: bool = False, population: dict | None = None) -> dict:
+    """The invariants of the module's docstring; returns {trial id: its timeline's rows}. `population`:
+    {grid: its members}, grids whose members may go on from each other's checkpoints (PBT)."""
+    population = population or {}
     trials, ran = {}, {}  # trial id -> (grid, its timeline's rows), (grid, every row it wrote)
     for grid in grids:
         grid_dir = file_dir / grid
         rows = trial_rows(grid_dir)
-        assert len(rows) == trials_per_grid, (grid, sorted(rows))
+        count = population.get(grid, trials_per_grid)
+        assert len(rows) == count, (grid, sorted(rows))
         statuses = [json.loads(row[0])["status"] for row in newest_state(grid_dir)["trial_data"]]
-        assert statuses == ["TERMINATED"] * trials_per_grid, (grid, statuses)
+        assert statuses == ["TERMINATED"] * count, (grid, statuses)
         for name, trial in rows.items():
             dones = [r for r in trial if r.get("done")]
             assert len(dones) == 1 and trial[-1].get("done"), (grid, name, [r["training_iteration"] for r in trial])
@@ -193,7 +196,6 @@ def check_wandb(file_dir: Path, trials: dict) -> None:
 
 # ------------------------------------------------------------------------------------------ the seams
 @pytest.mark.learning
-@pytest.mark.xdist_group("clusters")
 def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_trial_once(tmp_path):
     """--track mlflow,wandb, --max-concurrent 2, the driver and its Ray SIGKILLed at random moments and resumed
     each time, to the end: the invariants, one MLflow store for the file and one W&B run a trial."""
@@ -255,7 +257,7 @@ def test_a_population_beside_plain_grids_killed_and_resumed_with_mlflow(tmp_path
             kill_all(proc, ray_tmp)
     out = run([*args, "--resume"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    check_invariants(storage / "seams", grids=(*GRIDS, "pbt_kappa_pi_dqn"), population=("pbt_kappa_pi_dqn",),
+    check_invariants(storage / "seams", grids=(*GRIDS, "pbt_kappa_pi_dqn"), population={"pbt_kappa_pi_dqn": 2},
                      mlflow=True)
 
 
@@ -265,8 +267,10 @@ def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
     """--address on a `ray start` head of 2 CPUs on loopback, --track mlflow,wandb: the invariants."""
     from nodes import free_port, listening
 
+    import secrets
+
     port, ray_tmp = free_port(), Path(f"/tmp/ks{os.getpid()}d")
-    env = environment(ray_tmp)
+    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))  # Ray 2.60's default
     head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
                              f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
                              "--include-dashboard=false", "--disable-usage-stats"],
@@ -402,7 +406,6 @@ def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_one
 
 
 @pytest.mark.learning
-@pytest.mark.xdist_group("clusters")
 def test_a_grids_tune_run_that_raises_stops_the_others_in_one_line_and_resume_finishes(tmp_path):
     """The second grid's Tune run raises (a ConnectionError in its stopper, not a trial's error): one line
     naming the grid and the error (no traceback, no "disk full"), exit 1, the other grids stopped with their
@@ -425,7 +428,6 @@ def test_a_grids_tune_run_that_raises_stops_the_others_in_one_line_and_resume_fi
 
 
 @pytest.mark.learning
-@pytest.mark.xdist_group("clusters")
 def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_path):
     """A kill between a trial's last checkpoint (written straight to storage) and Tune's next save of its
     state leaves a state that says RUNNING with an older checkpoint. Made here by rewriting a finished grid's
@@ -461,3 +463,51 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert out.stderr.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 1
     check_invariants(storage / "seams", grids=("kappa_pi_dqn", "dqn"))
+
+
+def test_trials_waiting_for_resources_on_a_cluster_say_so_about_every_minute(monkeypatch, capsys):
+    """tune on a cluster: one line for the file while none of its trials runs and they wait for what the
+    cluster lacks; none while another grid's trial runs (Tune's queue) or the ask fits (about to start);
+    train: a line per interval while it builds."""
+    import ray
+
+    from kappa_rllib import resources
+    from kappa_rllib.tuning.progress import ResourceWait, WaitBoard
+
+    free = {"CPU": 1.0}
+    monkeypatch.setattr(ray, "available_resources", lambda: dict(free))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    board = WaitBoard(interval_s=60)
+    a, b = ResourceWait("a", board), ResourceWait("b", board)
+    pending = SimpleNamespace(status="PENDING", placement_group_factory=SimpleNamespace(required_resources={"CPU": 3.0}))
+    for t in (0, 30, 61, 90, 122):
+        clock[0] = t
+        a.on_step_end(t, [pending, pending])
+        b.on_step_end(t, [pending])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["[tune] no trial running for 61 s: 3 wait for resources, each asking for 3 CPUs; the cluster has "
+                     "1 CPU free (of 2)", "[tune] no trial running for 122 s: 3 wait for resources, each asking for "
+                     "3 CPUs; the cluster has 1 CPU free (of 2)"]
+    for t in (130, 200, 300):  # grid b's trial runs: the others queue behind it
+        clock[0] = t
+        a.on_step_end(t, [pending])
+        b.on_step_end(t, [SimpleNamespace(status="RUNNING")])
+    free["CPU"] = 3.0  # nothing runs, but the ask fits: about to start
+    for t in (400, 470, 540):
+        clock[0] = t
+        a.on_step_end(t, [pending])
+        b.on_step_end(t, [])
+    assert capsys.readouterr().err == ""
+    monkeypatch.undo()
+    import io
+
+    out = io.StringIO()
+    monkeypatch.setattr(ray, "available_resources", lambda: {"CPU": 0.0})
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    with resources.WaitNotice("kappa-pi-trpo", {"CPU": 41.0}, interval_s=0.05, out=out) as notice:
+        time.sleep(0.3)
+    assert notice.lines >= 2
+    assert out.getvalue().splitlines()[0].endswith("s for resources: the run asks for 41 CPUs; the cluster has 0 CPU "
+                                                   "free (of 2)")

@@ -158,7 +158,9 @@ def test_kappa_pi_returns_read_the_snapshot_and_rho_bootstraps_as_phi_target_say
                               v_rho_last=authors_last if phi_target == PHI_TARGET_AUTHORS else v_phi[-1])
         np.testing.assert_allclose(out["value_targets"], R, rtol=1e-10)
         np.testing.assert_allclose(out["advantages"], R - v_theta[:-1], rtol=1e-10)
-        np.testing.assert_allclose(out[PHI_VALUE_TARGETS], rho, rtol=1e-10)
+        # rho's bootstrap is V_phi of the last obs, which the learner and this test compute in float32 over batches
+        # of other shapes (the last bits differ with the CPU's GEMM kernel); the two nets differ by > 1e-3
+        np.testing.assert_allclose(out[PHI_VALUE_TARGETS], rho, rtol=1e-6)
 
 
 def test_kappa_vi_returns_read_v_phi():

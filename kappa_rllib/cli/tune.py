@@ -134,7 +134,7 @@ def main(args) -> int:
         results = driver.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
                                   compact=not args.verbose, track=args.track, track_project=args.track_project,
-                                  wandb_entity=args.wandb_entity)
+                                  wandb_entity=args.wandb_entity, notice_waits=bool(args.address))
     except ValueError as e:
         return error(one_line(e))
     except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state

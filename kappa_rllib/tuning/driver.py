@@ -35,7 +35,7 @@ def reregister_envs(grids) -> None:
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, max_failures: int = retry.DEFAULT_MAX_FAILURES, verbose: int = 1,
         compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
-        wandb_entity: str | None = None, progress_interval_s: float = 60.0) -> dict:
+        wandb_entity: str | None = None, progress_interval_s: float = 60.0, notice_waits: bool = False) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.tuning.storage), all at once: one Tuner per grid, each fitted in its own thread, so
     their trials share the cluster (kappa_rllib.tuning.together; docs/experiments.md). With `resume`, a grid with
@@ -48,13 +48,15 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     `compact`: Tune prints nothing and kappa_rllib.tuning.progress prints one view of the file instead (a
     line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
     (kappa_rllib.tuning.tracking; one store for the file), in the project `track_project` (and the W&B entity `wandb_entity`).
+    `notice_waits` (a cluster, which may add nodes on demand): a line about every minute while none of the
+    file's trials runs and they wait for resources (kappa_rllib.tuning.progress.ResourceWait).
     Ctrl-C (SIGINT) stops every grid, each saving its state for `--resume`; so does a grid whose Tune run
     raises, which comes back as GridFailed (one line)."""
     import threading
 
     from kappa_rllib.tuning import storage as stores
     from kappa_rllib.tuning import together
-    from kappa_rllib.tuning.progress import FileProgress, GridProgress, ResourceWait
+    from kappa_rllib.tuning.progress import FileProgress, GridProgress, ResourceWait, WaitBoard
 
     reregister_envs(grids)
     storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
@@ -66,6 +68,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                         eta=all(g.stop == SCHEDULE_STOP for g in grids)) if compact and not client else None
     # Ray Client: the cap is per grid there (Tune's own, in each grid's process)
     cap = None if client else together.SharedCap(max_concurrent, stop)
+    board = WaitBoard()  # the file's trials waiting for resources (with notice_waits)
     if not resume:
         check_fresh(grids, storage)
     jobs = []
@@ -73,7 +76,9 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         path = stores.join(storage, grid.name)
         started = together.Started()
         # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
-        callbacks = [retry.retry_policy(max_failures), started, ResourceWait(grid.name)]
+        callbacks = [retry.retry_policy(max_failures), started]
+        if notice_waits:
+            callbacks.append(ResourceWait(grid.name, board))
         if view is not None:
             callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
         elif compact:

@@ -223,44 +223,61 @@ class CompactProgress(GridProgress):
     version unpickles this name; the resumed run then uses this version's callbacks. Never made here."""
 
 
-class ResourceWait(Callback):
-    """A line about every minute (kappa_rllib.resources.WAIT_NOTICE_S) while the grid's trials wait for
-    resources the cluster does not have free (a cluster that adds nodes on demand, or one too small):
-    how many wait, what each asks for, what the cluster has free. Trials held back by --max-concurrent,
-    or about to start, say nothing."""
+class WaitBoard:
+    """What the file's grids wait for, shared by their ResourceWait callbacks (one driver, a thread per grid):
+    the line is the file's, once a minute, while none of its trials runs."""
 
-    def __init__(self, grid_name: str, interval_s: float | None = None):
+    def __init__(self, interval_s: float | None = None):
         from kappa_rllib.resources import WAIT_NOTICE_S
 
-        self.grid_name = grid_name
         self.interval_s = WAIT_NOTICE_S if interval_s is None else interval_s
+        self.lock = threading.Lock()
+        self.grids: dict = {}  # grid -> (pending, running, what a pending trial asks for)
         self.since = self.last = None
 
-    def __getstate__(self):  # Tune pickles its callbacks with the run (tuner.pkl): settings only
-        return {"grid_name": self.grid_name, "interval_s": self.interval_s}
-
-    def __setstate__(self, state):
-        self.__init__(state["grid_name"], state["interval_s"])
-
-    def on_step_end(self, iteration, trials, **info):
+    def update(self, grid: str, pending: int, running: int, need: dict) -> None:
         import sys
 
         from kappa_rllib import resources
 
-        now = time.monotonic()
-        pending = [t for t in trials if t.status == "PENDING"]
-        if not pending:
-            self.since = None
-            return
-        if self.since is None:
-            self.since = now
-        if now - self.since < self.interval_s or (self.last is not None and now - self.last < self.interval_s):
-            return
-        import ray
+        with self.lock:
+            self.grids[grid] = (pending, running, need)
+            now = time.monotonic()
+            waiting = sum(p for p, _, _ in self.grids.values())
+            if not waiting or any(r for _, r, _ in self.grids.values()):
+                self.since = None  # nothing waits, or the file makes progress: Tune's queue, not a wait
+                return
+            if self.since is None:
+                self.since = now
+            if now - self.since < self.interval_s or (self.last is not None and now - self.last < self.interval_s):
+                return
+            import ray
 
-        need = dict(pending[0].placement_group_factory.required_resources)
-        if not resources.shortfall(need, ray.available_resources()):
-            return
-        self.last = now
-        print(f"[tune] {self.grid_name}: {len(pending)} trial(s) waiting {now - self.since:.0f} s for resources: each "
-              f"asks for {resources.describe(need)}; {resources.cluster_line(need)}", file=sys.stderr, flush=True)
+            asks = next(n for p, _, n in self.grids.values() if p)
+            if not resources.shortfall(asks, ray.available_resources()):
+                return  # it fits: about to start
+            self.last = now
+            print(f"[tune] no trial running for {now - self.since:.0f} s: {waiting} wait for resources, each asking for "
+                  f"{resources.describe(asks)}; {resources.cluster_line(asks)}", file=sys.stderr, flush=True)
+
+
+class ResourceWait(Callback):
+    """A grid's part of the WaitBoard: a line about every minute (kappa_rllib.resources.WAIT_NOTICE_S) while
+    the file's trials wait for resources the cluster does not have free (a cluster that adds nodes on
+    demand, or one too small), and none of them runs: how many wait, what each asks for, what the cluster
+    has free. Trials queued behind running ones, or held back by --max-concurrent, say nothing."""
+
+    def __init__(self, grid_name: str, board: WaitBoard):
+        self.grid_name, self.board = grid_name, board
+
+    def __getstate__(self):  # Tune pickles its callbacks with the run (tuner.pkl): the board is this driver's
+        return {"grid_name": self.grid_name}
+
+    def __setstate__(self, state):
+        self.__init__(state["grid_name"], WaitBoard())
+
+    def on_step_end(self, iteration, trials, **info):
+        pending = [t for t in trials if t.status == "PENDING"]
+        running = sum(1 for t in trials if t.status == "RUNNING")
+        need = dict(pending[0].placement_group_factory.required_resources) if pending else {}
+        self.board.update(self.grid_name, len(pending), running, need)
