@@ -158,6 +158,32 @@ def test_the_api_page_shows_every_export_with_its_docstring_and_an_example(site)
         assert not too_high, f"{name}: generated headings at the level of its section titles: {too_high[:5]}"
 
 
+def test_the_api_reference_documents_the_modules_the_guides_use_and_no_internal_helpers(site):
+    """The API pages (every page under api/ in the site) document the modules the guides send a
+    reader to (run folders, checkpoints, presets), each as a module heading with its members; they
+    show no internal helper (config_mixins' `check_int`, `set_given`, `SettingProblems`) and no
+    private name; each generated page shows typed signatures (`name: type`, `-> type`)."""
+    _, site_dir = site
+    pages = {f.parent.relative_to(site_dir).as_posix(): article(f.read_text())
+             for f in sorted((site_dir / "api").rglob("index.html"))}
+    anchors = {a for content in pages.values() for a in re.findall(r'<h[2-6][^>]*\bid="(kappa_rllib[\w.]*)"', content)}
+    for module in ("kappa_rllib.runs", "kappa_rllib.checkpoints", "kappa_rllib.presets"):
+        assert module in anchors, f"{module}: no module heading on the API pages"
+        assert any(a.startswith(module + ".") for a in anchors), f"{module}: none of its members documented"
+    for helper in ("check_int", "set_given"):
+        shown = [name for name, content in pages.items() if re.search(rf"\b{helper}\b", text_of(content))]
+        assert not shown, f"internal helper {helper} shown on {shown}"
+    internals = sorted(a for a in anchors if a.split(".")[-1] in ("check_int", "set_given", "SettingProblems"))
+    assert not internals, f"internal helpers documented: {internals}"  # (SettingProblems may name a type)
+    private = sorted(a for a in anchors if re.search(r"\._[a-z]", a))
+    assert not private, f"private names documented: {private[:5]}"
+    assert set(pages) == set(API_PAGES), sorted(pages)
+    for name in API_PAGES[1:]:
+        signatures = [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in re.findall(r'<div class="doc-signature[^"]*">(.*?)</div>', pages[name], flags=re.S)]
+        typed = [s for s in signatures if " -> " in s and re.search(r"\w: \w", s)]
+        assert len(typed) >= 3, f"{name}: {len(typed)} typed signatures of {len(signatures)}"
+
+
 def test_the_papers_equations_are_rendered_as_maths(site):
     """pymdownx.arithmatex leaves the TeX in <span|div class="arithmatex"> for MathJax (configured by
     docs/javascripts/mathjax.js and loaded on every page); the ASCII forms are gone."""
