@@ -83,6 +83,14 @@ def check_env_id(env_id: str) -> None:
 
 
 def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
+    """The env for `env_id`, as every run builds it: `ALE/...` with the paper's DeepMind preprocessing,
+    `MinAtar/...` with float32 frames, this package's tabular MDP and counting env, else `gym.make`.
+
+    ```python
+    from kappa_rllib import envs
+    env = envs.make_env("ALE/Breakout-v5")  # 84x84x4 uint8 frames, channels last
+    ```
+    """
     env_config = dict(env_config or {})
     env_id = env_id.removeprefix(_PREFIX)
     if env_id == TABULAR_ENV:

@@ -1,10 +1,12 @@
 """The kappa phase machine: which kappa-iteration and phase an algorithm is in.
 
 One kappa-iteration i = 0..N_kappa-1 (paper, Algorithms 5-8) is
-  * an *improvement* phase of T_kappa units that solves the surrogate MDP
-    M_{gamma kappa}(V_phi) (DQN or TRPO on the shaped reward), then
-  * for kappa-PI-DQN only, an *evaluation* phase of off-policy TD(0) gradient steps on the
-    replay buffer (as many as the improvement phase made), with no env steps.
+
+* an *improvement* phase of T_kappa units that solves the surrogate MDP
+  M_{gamma kappa}(V_phi) (DQN or TRPO on the shaped reward), then
+* for kappa-PI-DQN only, an *evaluation* phase of off-policy TD(0) gradient steps on the
+  replay buffer (as many as the improvement phase made), with no env steps.
+
 After the last iteration the machine is `done`.
 
 The machine counts *units*, named by its `unit` field: env steps for kappa-DQN, sample batches for the

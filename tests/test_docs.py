@@ -1,7 +1,7 @@
 """The front door: a short README whose commands are CI's and whose links resolve, and a
 documentation site (mkdocs.yml, docs/) that builds with no warning and shows a reader what they look
 for first: the plots on the results pages, the paper's equations as maths, every export on the API
-page, lists as lists. One strict build (module fixture) serves every site test."""
+pages, lists as lists. One strict build (module fixture) serves every site test."""
 
 import ast
 import html
@@ -71,13 +71,15 @@ def test_the_documentation_site_builds_strictly(site):
     reference renders from the docstrings (mkdocstrings)."""
     build, site_dir = site
     assert build.returncode == 0, build.stderr[-3000:]
-    api = page(site_dir, "api")
-    for name in ("fisher_vector_product", "GraphedTDStep", "num_iterations", "KappaPIDQNConfig"):
+    api = " ".join(page(site_dir, name) for name in API_PAGES)
+    for name in ("KappaDQNTorchLearner", "repair_state", "num_iterations", "KappaPIDQNConfig"):
         assert name in api, name
     assert (site_dir / "results" / "minatar" / "index.html").exists()
     assert (site_dir / "quickstart" / "index.html").exists()
 
 
+# The API reference (docs/api/): an index, then one generated page per area
+API_PAGES = ["api", "api/algorithms", "api/schedule", "api/running", "api/grids"]
 RESULT_PAGES = ["results", "results/table2", "results/minatar", "results/adaptive", "algorithms", ""]
 
 
@@ -134,10 +136,11 @@ def export_docstrings() -> dict[str, str]:
 
 def test_the_api_page_shows_every_export_with_its_docstring_and_an_example(site):
     """Every name `kappa_rllib` exports has a docstring with an example (a fenced code block) and
-    appears on the built API page as a heading of its own, with its docstring's summary; the page's
-    headings nest (module headings below the section titles, no level skipped)."""
+    appears on the built "Algorithms and configs" page as a heading of its own, with its docstring's
+    summary; every API page's headings nest (module headings below the section titles, no level
+    skipped)."""
     _, site_dir = site
-    api = article(page(site_dir, "api"))
+    api = article(page(site_dir, "api/algorithms"))
     api_text = text_of(api)
     for name, doc in export_docstrings().items():
         assert doc, f"{name} has no docstring"
@@ -145,12 +148,40 @@ def test_the_api_page_shows_every_export_with_its_docstring_and_an_example(site)
         assert re.search(rf'<h[2-6][^>]*id="[\w.]*\b{name}"', api), f"{name}: no heading on the API page"
         summary = " ".join(doc.split("\n\n")[0].replace("`", "").split())
         assert summary in api_text, f"{name}: its docstring's summary is not on the API page: {summary}"
-    headings = [(int(level), anchor) for level, anchor in re.findall(r'<h([1-6])[^>]*\bid="([^"]+)"', api)]
-    levels = [level for level, _ in headings]
-    skips = [(a, b) for a, b in zip(levels, levels[1:]) if b > a + 1]
-    assert levels[0] == 1 and not skips, f"heading levels skip: {skips[:5]}"
-    too_high = [anchor for level, anchor in headings if anchor.startswith("kappa_rllib") and level < 3]
-    assert not too_high, f"generated headings at the level of the page's section titles: {too_high[:5]}"
+    for name in API_PAGES:
+        content = article(page(site_dir, name))
+        headings = [(int(level), anchor) for level, anchor in re.findall(r'<h([1-6])[^>]*\bid="([^"]+)"', content)]
+        levels = [level for level, _ in headings]
+        skips = [(a, b) for a, b in zip(levels, levels[1:]) if b > a + 1]
+        assert levels[0] == 1 and not skips, f"{name}: heading levels skip: {skips[:5]}"
+        too_high = [anchor for level, anchor in headings if anchor.startswith("kappa_rllib") and level < 3]
+        assert not too_high, f"{name}: generated headings at the level of its section titles: {too_high[:5]}"
+
+
+def test_the_api_reference_documents_the_modules_the_guides_use_and_no_internal_helpers(site):
+    """The API pages (every page under api/ in the site) document the modules the guides send a
+    reader to (run folders, checkpoints, presets), each as a module heading with its members; they
+    show no internal helper (config_mixins' `check_int`, `set_given`, `SettingProblems`) and no
+    private name; each generated page shows typed signatures (`name: type`, `-> type`)."""
+    _, site_dir = site
+    pages = {f.parent.relative_to(site_dir).as_posix(): article(f.read_text())
+             for f in sorted((site_dir / "api").rglob("index.html"))}
+    anchors = {a for content in pages.values() for a in re.findall(r'<h[2-6][^>]*\bid="(kappa_rllib[\w.]*)"', content)}
+    for module in ("kappa_rllib.runs", "kappa_rllib.checkpoints", "kappa_rllib.presets"):
+        assert module in anchors, f"{module}: no module heading on the API pages"
+        assert any(a.startswith(module + ".") for a in anchors), f"{module}: none of its members documented"
+    for helper in ("check_int", "set_given"):
+        shown = [name for name, content in pages.items() if re.search(rf"\b{helper}\b", text_of(content))]
+        assert not shown, f"internal helper {helper} shown on {shown}"
+    internals = sorted(a for a in anchors if a.split(".")[-1] in ("check_int", "set_given", "SettingProblems"))
+    assert not internals, f"internal helpers documented: {internals}"  # (SettingProblems may name a type)
+    private = sorted(a for a in anchors if re.search(r"\._[a-z]", a))
+    assert not private, f"private names documented: {private[:5]}"
+    assert set(pages) == set(API_PAGES), sorted(pages)
+    for name in API_PAGES[1:]:
+        signatures = [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in re.findall(r'<div class="doc-signature[^"]*">(.*?)</div>', pages[name], flags=re.S)]
+        typed = [s for s in signatures if " -> " in s and re.search(r"\w: \w", s)]
+        assert len(typed) >= 3, f"{name}: {len(typed)} typed signatures of {len(signatures)}"
 
 
 def test_the_papers_equations_are_rendered_as_maths(site):
@@ -199,12 +230,12 @@ MIN_FONT_PX = 9
 
 
 def site_pages(site_dir: Path):
-    """(name, html) of every page of the site that has content, the API page left out (its code is
-    the docstrings' examples, rendered by mkdocstrings)."""
+    """(name, html) of every page of the site that has content, the generated API pages (api/*/) left
+    out (their code is the docstrings' examples and the signatures, rendered by mkdocstrings)."""
     for html_file in sorted(site_dir.rglob("index.html")):
         name = html_file.parent.relative_to(site_dir).as_posix()
         text = html_file.read_text()
-        if "<article" in text and name != "api":
+        if "<article" in text and not name.startswith("api/"):
             yield ("" if name == "." else name), text
 
 
@@ -303,7 +334,7 @@ def test_the_maths_is_served_with_the_site():
 
 
 USER_PAGES = [p for p in sorted((ROOT / "docs").rglob("*.md"))
-              if "trials" not in p.parts and p.name not in ("layout.md", "api.md")]
+              if "trials" not in p.parts and p.name != "layout.md"]
 COMMIT_HASH = re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,12}(?![\w-])")
 HISTORY = re.compile(r"\b(the issue'?s?|before this release|this tree against|at [0-9a-f]{7}\b)", re.I)
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
