@@ -16,10 +16,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import itertools
+import re
 import sys
 from pathlib import Path
 
 GRID_SEARCH = "grid_search"
+GRID_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a grid's folder under --storage, and its tag in the trackers
 SCHEDULE_STOP = {"done": True}  # the default stop rule: each trial runs its total_env_steps
 
 
@@ -111,6 +113,9 @@ def load_file(path, smoke: bool = False) -> list[Grid]:
     if not grids or not all(isinstance(g, Grid) for g in grids):
         raise ValueError(f"{path}: experiments() must return a non-empty list of kappa_rllib.experiments.Grid")
     names = [g.name for g in grids]
+    bad = [n for n in names if not isinstance(n, str) or not GRID_NAME.fullmatch(n)]
+    if bad:
+        raise ValueError(f"{path}: grid names are folder names: letters, digits, '_', '-' and '.', got {bad}")
     if len(set(names)) != len(names):
         raise ValueError(f"{path}: grid names must be unique, got {names}")
     return grids

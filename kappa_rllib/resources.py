@@ -18,11 +18,19 @@ import time
 WAIT_NOTICE_S = 60.0  # a line about every minute while a run or trials wait for resources
 
 
-def asks(config) -> dict:
-    """{resource: amount} one run of `config` asks Ray for (RLlib's placement group, all bundles)."""
+def asks(config, *, in_driver: bool = False) -> dict:
+    """{resource: amount} one run of `config` asks Ray for (RLlib's placement group, all bundles). With
+    `in_driver` (`train`: the algorithm is built in the driver's own process, not as a Ray actor), the main
+    process's CPUs are not Ray's to give: only its GPUs (the local learner's) and the other bundles count."""
     request = config.algo_class.default_resource_request(config)
-    resources = getattr(request, "required_resources", None) or {}
-    return {k: float(v) for k, v in resources.items() if v}
+    bundles = [dict(b) for b in (getattr(request, "bundles", None) or [])]
+    if in_driver and bundles:
+        bundles[0].pop("CPU", None)
+    total: dict = {}
+    for bundle in bundles:
+        for k, v in bundle.items():
+            total[k] = total.get(k, 0.0) + float(v)
+    return {k: v for k, v in total.items() if v}
 
 
 def describe(resources: dict) -> str:
@@ -40,19 +48,21 @@ def shortfall(need: dict, have: dict) -> dict:
     return {k: v for k, v in need.items() if v > have.get(k, 0.0) + 1e-9}
 
 
-def check_embedded(label: str, config, num_cpus: int | None, *, lower: str = "lower --num-env-runners") -> None:
+def check_embedded(label: str, config, num_cpus: int | None, *, lower: str = "lower --num-env-runners",
+                   in_driver: bool = False) -> None:
     """ValueError (one line) when one run of `config` cannot fit an embedded local Ray of `num_cpus` CPUs
-    (None: this machine's) and this machine's GPUs; `lower` says how to ask for less."""
+    (None: this machine's) and this machine's GPUs; `lower` says how to ask for less; `in_driver`: as `asks`."""
     import os
 
-    need = asks(config)
+    need = asks(config, in_driver=in_driver)
     have = {"CPU": float(num_cpus or os.cpu_count() or 1), "GPU": float(_local_gpus() if need.get("GPU") else 0)}
     short = shortfall({k: v for k, v in need.items() if k in ("CPU", "GPU")}, have)
     if short:
         have = {k: v for k, v in have.items() if k == "CPU" or k in need}
         runners = config.num_env_runners
         raise ValueError(
-            f"{label} asks for {describe(need)} (its main process, {runners} remote EnvRunner{'s' * (runners != 1)}"
+            f"{label} asks for {describe(need)} ({'' if in_driver else 'its main process, '}{runners} remote "
+            f"EnvRunner{'s' * (runners != 1)}"
             f"{' and its learners' if config.num_learners else ''}) but this embedded Ray has {describe(have)}"
             f"{' (--num-cpus)' if num_cpus else ''}: {lower}, or run on a cluster (--address)")
 
@@ -90,6 +100,8 @@ class WaitNotice:
         started = time.monotonic()
         while not self.stopped.wait(self.interval_s):
             try:
+                if not _actors_waiting(self.need):
+                    continue  # slow to build, not waiting for resources
                 line = cluster_line(self.need)
             except Exception as e:  # noqa: BLE001 - the notice must not end the run
                 line = f"the cluster's resources cannot be read ({type(e).__name__})"
@@ -106,3 +118,16 @@ class WaitNotice:
         self.stopped.set()
         self.thread.join(timeout=5)
         return False
+
+
+def _actors_waiting(need: dict) -> bool:
+    """Some actor of the cluster waits to be placed (Ray's state API, with the cluster's dashboard); without
+    that API, whether the cluster lacks what the run asks for."""
+    import ray
+
+    try:
+        from ray.util.state import list_actors
+
+        return bool(list_actors(filters=[("state", "=", "PENDING_CREATION")], limit=1, raise_on_missing_output=False))
+    except Exception:  # noqa: BLE001 - no dashboard: the resources' view
+        return bool(shortfall(need, ray.available_resources()))

@@ -229,7 +229,7 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
 
         from kappa_rllib import resources
 
-        with resources.WaitNotice(algo, resources.asks(config)) if notice_waits else contextlib.nullcontext():
+        with resources.WaitNotice(algo, resources.asks(config, in_driver=True)) if notice_waits else contextlib.nullcontext():
             algorithm = config.build_algo()
     steps_at_start = int(algorithm.metrics.peek((ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME), default=0))
     started = time.time()

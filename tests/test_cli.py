@@ -40,7 +40,7 @@ CLI = [sys.executable, "-m", "kappa_rllib.cli"]
          "has 2 CPUs (--num-cpus)"),
         # train the same: 41 CPUs on an embedded Ray of 2 waited forever before (the EnvRunners never started)
         (["train", "--algo", "kappa-pi-trpo", "--env", "Hopper-v5", "--num-env-runners", "40", "--num-cpus", "2"],
-         "--algo kappa-pi-trpo asks for 41 CPUs (its main process, 40 remote EnvRunners) but this embedded Ray has "
+         "--algo kappa-pi-trpo asks for 40 CPUs (40 remote EnvRunners) but this embedded Ray has "
          "2 CPUs (--num-cpus): lower --num-env-runners, or run on a cluster (--address)"),
     ],
 )

@@ -370,26 +370,30 @@ def test_wandb_keeps_every_row_after_a_rollback(tmp_path, monkeypatch):
     finally:
         os.chdir(cwd)
     (folder,) = (tmp_path / "wandb").glob("offline-run-*")
-    _, history = wandb_run(folder)
+    deadline = time.time() + 30
+    while True:  # W&B's writer may still be flushing the run file after finish() returns
+        _, history = wandb_run(folder)
+        if len(history) >= 6 or time.time() > deadline:
+            break
+        time.sleep(0.5)
     assert [(h["training_iteration"], h[STEP]) for h in history] == [(1, 100), (2, 200), (3, 300), (2, 200),
                                                                       (3, 300), (4, 400)]
 
 
 def test_a_resumed_grid_takes_this_runs_max_failures():
-    """Tune saves each trial's max_failures with it and decides by that value: the retry policy sets this
-    run's budget on every trial at its first step (before, a grid started with --max-failures 0 and resumed
-    with 3 gave its trials no retry)."""
+    """Tune saves each trial's max_failures with it (and a resumed generator makes new trials from its saved
+    spec) and decides by that value: the retry policy gives each trial this run's budget as it starts
+    (before, a grid started with --max-failures 0 and resumed with 3 gave its trials no retry)."""
     from kappa_rllib.tuning import retry
 
     policy = retry.retry_policy(3)
     stored = SimpleNamespace(trial_id="t1", max_failures=0, run_metadata=SimpleNamespace(num_failures=1))
-    retrying = SimpleNamespace(trial_id="t2", max_failures=0, run_metadata=SimpleNamespace(num_failures=2))
+    retrying = SimpleNamespace(trial_id="t2", max_failures=2, run_metadata=SimpleNamespace(num_failures=2))
+    made_after = SimpleNamespace(trial_id="t3", max_failures=0, run_metadata=SimpleNamespace(num_failures=0))
     policy.code_errors, policy.retrying_code_error = {"t2": 1}, {"t2"}
-    policy.on_step_begin(0, [stored, retrying])
-    assert (stored.max_failures, retrying.max_failures) == (3, 2)  # N; a code error's retry: no further failure
-    stored.max_failures = 7  # later steps leave Tune's decisions to on_trial_recover
-    policy.on_step_begin(1, [stored])
-    assert stored.max_failures == 7
+    for trial in (stored, retrying, made_after):
+        policy.on_trial_start(0, [], trial)
+    assert (stored.max_failures, retrying.max_failures, made_after.max_failures) == (3, 2, 3)
 
 
 def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_ones(tmp_path):
@@ -434,6 +438,7 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     state so: --resume keeps the trial finished (before, it was pointed at its final checkpoint, whose
     schedule is complete, and failed), and a trial whose last rows were lost too resumes from a checkpoint
     its rows reach and ends at T with its iterations in order."""
+    from ray import cloudpickle
     from ray.tune.experiment.trial import Trial
 
     file, storage = seam_file(tmp_path), tmp_path / "results"
@@ -455,6 +460,11 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
             trial_state["status"] = "RUNNING"
             row[0] = json.dumps(trial_state)
         state_file.write_text(json.dumps(state))
+        # Tune saves its generator's live trials with the state: the trial was live then
+        search_file = sorted((storage / "seams" / grid).glob("basic-variant-state-*.json"))[-1]
+        search = cloudpickle.loads(search_file.read_bytes())
+        search["_live_trials"] = {trial.trial_id}
+        search_file.write_bytes(cloudpickle.dumps(search))
         if lose_rows:  # Tune had not copied the last row onto storage either
             (result,) = (storage / "seams" / grid).glob("*/result.json")
             lines = result.read_text().splitlines(keepends=True)
@@ -463,6 +473,9 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert out.stderr.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 1
     check_invariants(storage / "seams", grids=("kappa_pi_dqn", "dqn"))
+    for grid in ("kappa_pi_dqn", "dqn"):  # no trial left live for the shared cap to count forever
+        search_file = sorted((storage / "seams" / grid).glob("basic-variant-state-*.json"))[-1]
+        assert cloudpickle.loads(search_file.read_bytes())["_live_trials"] == set(), grid
 
 
 def test_trials_waiting_for_resources_on_a_cluster_say_so_about_every_minute(monkeypatch, capsys):

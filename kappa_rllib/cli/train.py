@@ -145,7 +145,7 @@ def check_fits(args, label: str, config) -> None:
     if args.address:
         return
     try:
-        resources.check_embedded(label, config, args.num_cpus)
+        resources.check_embedded(label, config, args.num_cpus, in_driver=True)
     except ValueError as e:
         raise UsageError(one_line(e)) from None
 

@@ -77,7 +77,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         started = together.Started()
         # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
         callbacks = [retry.retry_policy(max_failures), started]
-        if notice_waits:
+        if notice_waits and not client:  # (Ray Client: each grid's callbacks run in a process of their own)
             callbacks.append(ResourceWait(grid.name, board))
         if view is not None:
             callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
@@ -106,7 +106,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
                                             stagger=not client)
         except together.GridRaised as e:
-            raise GridFailed(e.name, e.error, storage, [name for name, _, _ in jobs if name != e.name]) from None
+            raise GridFailed(e.name, e.error, storage, [name for name in e.started if name != e.name]) from None
         finally:
             # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
             # count them done; the CLI says what is left instead

@@ -117,7 +117,9 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
       the resumed rows follow on from the kept ones; one past its rows (the state's named one gone) only if
       there is no other, its rows after the last kept one then lost, and never its final one (`done` in the
       manifest: the schedule is used up, the algorithm cannot train on);
-    * a checkpoint of another trial (a PBT / PB2 exploit) that is whole stays as the state names it.
+    * a checkpoint of another trial (a PBT / PB2 exploit) that is whole stays as the state names it, and so
+      does any whole one a population member's state names (its iterations go back at an exploit);
+    * a trial kept as finished leaves the search state's live set too (`_forget_live`).
     """
     import json
 
@@ -127,6 +129,9 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     if newest is None:
         return []
     state = json.loads(newest.read_text())
+    from kappa_rllib.tuning.storage import POPULATION_MARKER
+
+    population = (folder / POPULATION_MARKER).is_file()
     done = []
     for row in state.get("trial_data", []):
         trial = Trial.from_json_state(row[0], stub=True)
@@ -136,7 +141,7 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         trial_dirs = sorted(folder.glob(f"*_{trial.trial_id}_*"))
         if not trial_dirs:
             continue
-        line = _repoint(trial, row, trial_dirs[0])
+        line = _repoint(trial, row, trial_dirs[0], population=population)
         if line:
             trial.run_metadata._cached_json = None
             row[1] = trial.run_metadata.get_json_state()
@@ -145,7 +150,29 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         tmp = newest.with_name(newest.name + ".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(newest)
+        ended = {Trial.from_json_state(row[0], stub=True).trial_id for row in state.get("trial_data", [])
+                 if json.loads(row[0]).get("status") == "TERMINATED"}
+        _forget_live(folder, ended)
     return done
+
+
+def _forget_live(folder, ended: set) -> None:
+    """The trials `ended` out of the search state's live set. Tune saves which trials its generator has
+    live with the experiment state; one kept as finished here would stay live in it for good (Tune never
+    tells the generator of a trial restored as ended), and the file's shared cap would count it forever."""
+    from ray import cloudpickle
+
+    search = _newest(folder, TUNE_STATES[1][0])
+    if search is None or not ended:
+        return
+    state = cloudpickle.loads(search.read_bytes())
+    live = state.get("_live_trials") if isinstance(state, dict) else None
+    if not live or not (live & ended):
+        return
+    state["_live_trials"] = set(live) - ended
+    tmp = search.with_name(search.name + ".tmp")
+    tmp.write_bytes(cloudpickle.dumps(state))
+    tmp.replace(search)
 
 
 def _whole_checkpoints(trial_dir) -> list[tuple[int, Path, dict]]:
@@ -162,7 +189,7 @@ def _whole_checkpoints(trial_dir) -> list[tuple[int, Path, dict]]:
     return sorted(found, key=lambda c: (c[0], c[1].name))
 
 
-def _repoint(trial, row, trial_dir) -> str | None:
+def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     """Points `trial` (restored from `row` of the state, whose row[0] it may rewrite) as
     `_point_trials_at_newest_checkpoints` says; returns what was done, or None."""
     import json
@@ -187,6 +214,12 @@ def _repoint(trial, row, trial_dir) -> str | None:
         try:
             checkpoints.check(named_path)
             return None  # another trial's whole checkpoint (a PBT / PB2 exploit): Tune restores it
+        except checkpoints.CheckpointError:
+            pass
+    if population and named_path is not None:
+        try:
+            checkpoints.check(named_path)
+            return None  # a population member's iterations go back at an exploit: Tune's own choice stands
         except checkpoints.CheckpointError:
             pass
     reached = int(last.get("training_iteration", 0)) if last is not None else 0

@@ -97,18 +97,12 @@ def retry_policy(max_failures: int):
             every code error it has already been retried for and got past (a new checkpoint since)."""
             return -1 if max_failures < 0 else max_failures + self.code_errors.get(trial.trial_id, 0)
 
-        def on_step_begin(self, iteration, trials, **info):
-            # Tune saves each trial's max_failures with it and decides by that value: a grid resumed with
-            # another --max-failures takes this run's, from its first step on (new trials get it from
-            # FailureConfig)
-            if getattr(self, "_budgets_set", False):
-                return
-            for trial in trials:
-                if trial.trial_id in self.retrying_code_error:
-                    trial.max_failures = trial.run_metadata.num_failures
-                else:
-                    trial.max_failures = self._budget(trial)
-            self._budgets_set = True
+        def on_trial_start(self, iteration, trials, trial, **info):
+            # Tune keeps each trial's max_failures with it (restored trials, and the trials a resumed grid's
+            # generator makes from its saved spec) and decides by that value: each trial takes this run's
+            # --max-failures as it starts, unless it is retrying an error of its own code
+            if trial.trial_id not in self.retrying_code_error:
+                trial.max_failures = self._budget(trial)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
             if is_infrastructure(last_error(trial)):

@@ -98,8 +98,8 @@ def capped_actor_starts():
     trials only; the trials a resumed grid brings back (unfinished ones, errored ones Tune queues again with
     `add_trial`) never pass through it. Tune starts actors in `TuneController._maybe_add_actors`: one for the
     scheduler's choice if it has none, then pending trials while its pending actors are under
-    `_max_pending_trials`; that bound is lowered here, for the call, to what the cap leaves (ray[rllib] is
-    pinned exactly; tests/test_seams.py checks the peak)."""
+    `_max_pending_trials`, which counts the scheduler's; that bound is lowered here, for the call, to what
+    the cap leaves (ray[rllib] is pinned exactly; tests/test_seams.py checks the peak)."""
     from ray.tune.execution.tune_controller import TuneController
 
     original = TuneController._maybe_add_actors
@@ -114,17 +114,18 @@ def capped_actor_starts():
             if free <= 0:
                 return None
             bound = controller._max_pending_trials
-            # the scheduler's choice starts an actor where it has none yet (Tune asks it again: its choice
-            # is idempotent, TrialScheduler.choose_trial_to_run), the pending trials the rest
-            choice = controller._scheduler_alg.choose_trial_to_run(controller._wrapped())
-            first = int(choice is not None and choice not in controller._staged_trials
-                        and choice not in controller._trial_to_actor)
-            controller._max_pending_trials = controller._actor_manager.num_pending_actors + free - first
+            # the scheduler's choice (one new actor at most) counts among the pending actors that bound the
+            # pending trials' starts after it
+            controller._max_pending_trials = min(bound, controller._actor_manager.num_pending_actors + free)
             try:
                 return original(controller)
             finally:
                 controller._max_pending_trials = bound
 
+    if getattr(original, "_kappa_capped", False):  # already in place (a run inside a run): one hook
+        yield
+        return
+    _maybe_add_actors._kappa_capped = True
     TuneController._maybe_add_actors = _maybe_add_actors
     try:
         yield
@@ -228,14 +229,15 @@ def fit_together(jobs, *, stop: threading.Event, poll=None, poll_s: float = 1.0,
     if errors:
         name, error = next(iter(errors.items()))
         if isinstance(error, Exception):
-            raise GridRaised(name, error) from error
+            raise GridRaised(name, error, [t.name.removeprefix("tune-") for t in threads]) from error
         raise error  # KeyboardInterrupt, SystemExit: as they are
     return {name: results[name] for name, _, _ in jobs if name in results}
 
 
 class GridRaised(Exception):
-    """The first grid whose `fit()` raised: its name and its error (the other grids were stopped)."""
+    """The first grid whose `fit()` raised: its name, its error, the grids that had started (the others
+    were stopped; the grids after them never began)."""
 
-    def __init__(self, name: str, error: Exception):
+    def __init__(self, name: str, error: Exception, started: list[str] = ()):
         super().__init__(f"{name}: {type(error).__name__}: {error}")
-        self.name, self.error = name, error
+        self.name, self.error, self.started = name, error, list(started)
