@@ -114,7 +114,7 @@ def timeline(rows: list[dict]) -> list[dict]:
 
 
 def check_invariants(file_dir: Path, grids=GRIDS, trials_per_grid: int = 1, cap: int | None = None,
-                     mlflow: bool = False, wandb: bool = False, population: dict | None = None) -> dict:
+                     mlflow: bool | Path = False, wandb: bool = False, population: dict | None = None) -> dict:
     """The invariants of the module's docstring; returns {trial id: its timeline's rows}. `population`:
     {grid: its members}, grids whose members may go on from each other's checkpoints (PBT)."""
     population = population or {}
@@ -136,8 +136,8 @@ def check_invariants(file_dir: Path, grids=GRIDS, trials_per_grid: int = 1, cap:
             ran[trial[0]["trial_id"]] = (grid, trial)
     if cap is not None:
         assert peak_running(ran) <= cap
-    if mlflow:
-        check_mlflow(file_dir, trials)
+    if mlflow:  # True: the file's default store; a path: the store MLFLOW_TRACKING_URI named
+        check_mlflow(file_dir, trials, None if mlflow is True else mlflow)
     if wandb:
         check_wandb(file_dir, trials)
     return trials
@@ -160,11 +160,11 @@ def peak_running(trials: dict) -> int:
     return peak
 
 
-def check_mlflow(file_dir: Path, trials: dict) -> None:
+def check_mlflow(file_dir: Path, trials: dict, store: Path | None = None) -> None:
     import mlflow
 
     assert not list(file_dir.glob("*/mlflow.db")), "a grid's store of its own"
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{file_dir / 'mlflow.db'}")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{store or file_dir / 'mlflow.db'}")
     (experiment,) = [e for e in client.search_experiments() if e.name == "seams"]
     runs = client.search_runs([experiment.experiment_id])
     by_trial = {}
@@ -264,13 +264,17 @@ def test_a_population_beside_plain_grids_killed_and_resumed_with_mlflow(tmp_path
 @pytest.mark.slow
 @pytest.mark.xdist_group("clusters")
 def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
-    """--address on a `ray start` head of 2 CPUs on loopback, --track mlflow,wandb: the invariants."""
+    """--address on a `ray start` head of 2 CPUs on loopback, --track mlflow,wandb with one shared MLflow
+    store named by MLFLOW_TRACKING_URI (as a team's server would be): the invariants."""
     from nodes import free_port, listening
 
     import secrets
 
     port, ray_tmp = free_port(), Path(f"/tmp/ks{os.getpid()}d")
-    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))  # Ray 2.60's default
+    shared = tmp_path / "shared" / "mlflow.db"
+    shared.parent.mkdir()
+    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),  # Ray 2.60's default
+                      MLFLOW_TRACKING_URI=f"sqlite:///{shared}")
     head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
                              f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
                              "--include-dashboard=false", "--disable-usage-stats"],
@@ -284,7 +288,8 @@ def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
         out = run([*tune_args(file, storage, "--track", "mlflow,wandb", "--track-project", "seams"), "--address",
                    f"127.0.0.1:{port}"], env)
         assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-        check_invariants(storage / "seams", mlflow=True, wandb=True)
+        check_invariants(storage / "seams", mlflow=shared, wandb=True)
+        assert not (storage / "seams" / "mlflow.db").exists()
     finally:
         kill_all(head, ray_tmp)
 
