@@ -198,6 +198,11 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
 
     manager = trial.run_metadata.checkpoint_manager
     named = manager.latest_checkpoint_result.checkpoint.path if manager.latest_checkpoint_result else None
+    # checkpoints the state lists that are gone (deleted past num_to_keep since it was saved): Tune would try to
+    # delete them again and fail (FileNotFoundError in its checkpoint manager)
+    kept = [r for r in manager._checkpoint_results if r.checkpoint is not None and Path(r.checkpoint.path).exists()]
+    pruned = len(kept) != len(manager._checkpoint_results)
+    manager._checkpoint_results = kept
     named_path = Path(named).resolve() if named else None
     whole = _whole_checkpoints(trial_dir)
     last = _last_row(trial_dir / "result.json")
@@ -213,13 +218,13 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     if named_path is not None and named_path.parent != trial_dir.resolve():
         try:
             checkpoints.check(named_path)
-            return None  # another trial's whole checkpoint (a PBT / PB2 exploit): Tune restores it
+            return _pruned(pruned)  # another trial's whole checkpoint (a PBT / PB2 exploit): Tune restores it
         except checkpoints.CheckpointError:
             pass
     if population and named_path is not None:
         try:
             checkpoints.check(named_path)
-            return None  # a population member's iterations go back at an exploit: Tune's own choice stands
+            return _pruned(pruned)  # a population member's iterations go back at an exploit: Tune's choice stands
         except checkpoints.CheckpointError:
             pass
     reached = int(last.get("training_iteration", 0)) if last is not None else 0
@@ -235,13 +240,17 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
             row[0] = json.dumps(trial_state, indent=2)
             return (f"its schedule ended (checkpoint {whole[-1][1].name}) but its rows after iteration {reached} "
                     "were lost with the driver: kept as finished, those rows missing")
-        return None
+        return _pruned(pruned)
     if named_path == choice[1]:
-        return None
+        return _pruned(pruned)
     _point_at(manager, choice)
     gap = "" if choice[0] <= reached else f"; its rows from iteration {reached + 1} to {choice[0]} were lost"
     return (f"resumes from {choice[1].name} (iteration {choice[0]}), its newest whole checkpoint its rows reach "
             f"(the state named {named_path.name if named_path else 'none'}){gap}")
+
+
+def _pruned(pruned: bool) -> str | None:
+    return "checkpoints the state listed that are gone dropped from its list" if pruned else None
 
 
 def _point_at(manager, checkpoint) -> None:
