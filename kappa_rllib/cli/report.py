@@ -9,7 +9,7 @@ def add_parser(sub) -> None:
     report_p = sub.add_parser(
         "report", help="tables (md/csv/tex), IQM, curves and heat-maps from Tune results",
         description="Reads the Tune results under a folder (no re-running) and writes table.md/.csv/.tex (the paper's "
-                    "Table 1/2 columns with 95%% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
+                    "Table 1/2 columns with 95% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
                     "improvement.md (rliable's probability of improvement: C_FA against naive, kappa_best "
                     "against GAE and against kappa = 0), "
                     "curves_*.png, heatmap_*.png and scores.csv.",
