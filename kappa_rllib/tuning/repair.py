@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows, _finished, _last_line, _last_row, _parses
+from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows, _finished, _last_row, _parses
 
 def _unpickles(data: bytes) -> bool:
     from ray import cloudpickle
@@ -132,7 +132,7 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     from kappa_rllib.tuning.storage import POPULATION_MARKER
 
     population = (folder / POPULATION_MARKER).is_file()
-    done = []
+    done, kept_finished = [], set()
     for row in state.get("trial_data", []):
         trial = Trial.from_json_state(row[0], stub=True)
         if trial.status == Trial.TERMINATED:
@@ -142,6 +142,8 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         if not trial_dirs:
             continue
         line = _repoint(trial, row, trial_dirs[0], population=population)
+        if json.loads(row[0]).get("status") == Trial.TERMINATED:
+            kept_finished.add(trial.trial_id)
         if line:
             trial.run_metadata._cached_json = None
             row[1] = trial.run_metadata.get_json_state()
@@ -150,9 +152,7 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         tmp = newest.with_name(newest.name + ".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(newest)
-        ended = {Trial.from_json_state(row[0], stub=True).trial_id for row in state.get("trial_data", [])
-                 if json.loads(row[0]).get("status") == "TERMINATED"}
-        _forget_live(folder, ended)
+        _forget_live(folder, kept_finished)
     return done
 
 
@@ -192,8 +192,6 @@ def _whole_checkpoints(trial_dir) -> list[tuple[int, Path, dict]]:
 def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     """Points `trial` (restored from `row` of the state, whose row[0] it may rewrite) as
     `_point_trials_at_newest_checkpoints` says; returns what was done, or None."""
-    import json
-
     from kappa_rllib import checkpoints
 
     manager = trial.run_metadata.checkpoint_manager
@@ -207,24 +205,15 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     whole = _whole_checkpoints(trial_dir)
     last = _last_row(trial_dir / "result.json")
     if last is not None and last.get("done") is True:  # it finished after the state was saved
-        if whole:
-            _point_at(manager, whole[-1])
-        trial.run_metadata.last_result = last
-        trial_state = json.loads(row[0])
-        trial_state["status"] = "TERMINATED"
-        row[0] = json.dumps(trial_state, indent=2)
+        _keep_finished(trial, row, manager, whole, last)
         return (f"finished at iteration {last.get('training_iteration')} after Tune last saved its state: kept "
                 "as finished")
-    if named_path is not None and named_path.parent != trial_dir.resolve():
+    # Tune's choice stands on a whole checkpoint of another trial (a PBT / PB2 exploit), or any whole one a
+    # population member's state names (its iterations go back at an exploit)
+    if named_path is not None and (population or named_path.parent != trial_dir.resolve()):
         try:
             checkpoints.check(named_path)
-            return _pruned(pruned)  # another trial's whole checkpoint (a PBT / PB2 exploit): Tune restores it
-        except checkpoints.CheckpointError:
-            pass
-    if population and named_path is not None:
-        try:
-            checkpoints.check(named_path)
-            return _pruned(pruned)  # a population member's iterations go back at an exploit: Tune's choice stands
+            return _pruned(pruned)
         except checkpoints.CheckpointError:
             pass
     reached = int(last.get("training_iteration", 0)) if last is not None else 0
@@ -233,11 +222,7 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     choice = within[-1] if within else (usable[0] if usable else None)
     if choice is None:
         if whole:  # only its final checkpoint is left, and the rows that led to it were never saved
-            _point_at(manager, whole[-1])
-            trial.run_metadata.last_result = {**(last or {}), "done": True}
-            trial_state = json.loads(row[0])
-            trial_state["status"] = "TERMINATED"
-            row[0] = json.dumps(trial_state, indent=2)
+            _keep_finished(trial, row, manager, whole, {**(last or {}), "done": True})
             return (f"its schedule ended (checkpoint {whole[-1][1].name}) but its rows after iteration {reached} "
                     "were lost with the driver: kept as finished, those rows missing")
         return _pruned(pruned)
@@ -247,6 +232,19 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     gap = "" if choice[0] <= reached else f"; its rows from iteration {reached + 1} to {choice[0]} were lost"
     return (f"resumes from {choice[1].name} (iteration {choice[0]}), its newest whole checkpoint its rows reach "
             f"(the state named {named_path.name if named_path else 'none'}){gap}")
+
+
+def _keep_finished(trial, row, manager, whole, last_result: dict) -> None:
+    """The trial as finished in the state: TERMINATED (row[0]), `last_result` its last result, its newest whole
+    checkpoint (of `whole`, if any) its latest."""
+    import json
+
+    if whole:
+        _point_at(manager, whole[-1])
+    trial.run_metadata.last_result = last_result
+    trial_state = json.loads(row[0])
+    trial_state["status"] = "TERMINATED"
+    row[0] = json.dumps(trial_state, indent=2)
 
 
 def _pruned(pruned: bool) -> str | None:
@@ -263,9 +261,7 @@ def _point_at(manager, checkpoint) -> None:
     if "time_total_s" in manifest:  # (checkpoints written before the manifest carried it: the clock restarts)
         metrics["time_total_s"] = manifest["time_total_s"]
     result = _TrainingResult(checkpoint=Checkpoint(str(path)), metrics=metrics)
-    manager._checkpoint_results = [r for r in manager._checkpoint_results
-                                   if r.checkpoint is not None and Path(r.checkpoint.path).exists()
-                                   and Path(r.checkpoint.path).resolve() != path]
+    manager._checkpoint_results = [r for r in manager._checkpoint_results if Path(r.checkpoint.path).resolve() != path]
     manager._checkpoint_results.append(result)
     manager._latest_checkpoint_result = result
 
