@@ -173,8 +173,8 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     # --resume goes on from the newest whole checkpoint the trial's stored rows reach (Tune copies the rows onto
     # storage with its state, less often than the trial checkpoints; resuming past them would leave a gap), else
     # the oldest whole one
-    reached = max(json.loads(x)["training_iteration"] for x in (trial_dir / "result.json").read_text().splitlines()
-                  if _parses(x))
+    # (a row a retry appended onto the partial row the full disk left counts: the repair keeps that whole row)
+    reached = max(filter(None, map(_iteration_of, (trial_dir / "result.json").read_text().splitlines())))
     whole = sorted((checkpoints.check(c)["training_iteration"], c) for c in trial_dir.glob("checkpoint_*")
                    if _is_whole(c))
     kept, last_whole = max((c for c in whole if c[0] <= reached), default=whole[0])
@@ -237,6 +237,20 @@ def fill(path: Path) -> None:
                 assert e.errno == errno.ENOSPC, e
     finally:
         os.close(fd)
+
+
+def _iteration_of(line: str) -> int | None:
+    """The training_iteration of the whole row `line` is or ends with (a row appended onto a partial one), else
+    None."""
+    starts = [i for i in range(len(line)) if line.startswith('{"', i)]
+    for start in starts:
+        try:
+            row = json.loads(line[start:])
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "training_iteration" in row:
+            return row["training_iteration"]
+    return None
 
 
 def _parses(line: str) -> bool:

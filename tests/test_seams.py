@@ -15,6 +15,7 @@ Tune last saved its state) have tests of their own here too.
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,6 +161,21 @@ def peak_running(trials: dict) -> int:
     return peak
 
 
+def check_uploaded_whole(file_dir: Path, ray_tmp: Path, grids=GRIDS) -> None:
+    """Tune's driver copied its files onto storage through kappa_rllib.tuning.sync: each storage copy of a
+    trial's result.json has its staging file's (the driver's, under Ray's temp dir) bytes and modification time
+    (pyarrow's copy, Tune's own, gives the copy a time of its own), and no half-made copy is left."""
+    from kappa_rllib.tuning.sync import TMP_SUFFIX
+
+    staged = {p.parent.name: p for p in ray_tmp.rglob("driver_artifacts/*/result.json")}
+    for grid in grids:
+        for result in (file_dir / grid).glob("*/result.json"):
+            source = staged[result.parent.name]
+            assert result.stat().st_mtime_ns == source.stat().st_mtime_ns, (result, source)
+            assert result.read_bytes() == source.read_bytes()
+    assert not list(file_dir.rglob("*" + TMP_SUFFIX))
+
+
 def check_mlflow(file_dir: Path, trials: dict, store: Path | None = None) -> None:
     import mlflow
 
@@ -214,6 +230,7 @@ def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_
     out = run([*args, "--resume"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     check_invariants(storage / "seams", cap=2, mlflow=True, wandb=True)
+    assert not list((storage / "seams").rglob("*.kappa-tmp"))  # what a kill mid-copy left, deleted on resume
 
 
 @pytest.mark.slow
@@ -446,10 +463,11 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     from ray import cloudpickle
     from ray.tune.experiment.trial import Trial
 
-    file, storage = seam_file(tmp_path), tmp_path / "results"
-    env = environment(Path(f"/tmp/ks{os.getpid()}g"))
+    file, storage, ray_tmp = seam_file(tmp_path), tmp_path / "results", Path(f"/tmp/ks{os.getpid()}g")
+    env = environment(ray_tmp)
     out = run(tune_args(file, storage, "--grids", "kappa_pi_dqn,dqn"), env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_uploaded_whole(storage / "seams", ray_tmp, grids=("kappa_pi_dqn", "dqn"))
     for grid, lose_rows in (("kappa_pi_dqn", False), ("dqn", True)):
         state_file = sorted((storage / "seams" / grid).glob("experiment_state-*.json"))[-1]
         state = json.loads(state_file.read_text())
@@ -529,3 +547,111 @@ def test_trials_waiting_for_resources_on_a_cluster_say_so_about_every_minute(mon
     assert notice.lines >= 2
     assert out.getvalue().splitlines()[0].endswith("s for resources: the run asks for 41 CPUs; the cluster has 0 CPU "
                                                    "free (of 2)")
+
+
+def test_uploads_copy_only_the_files_that_changed_each_whole(tmp_path, monkeypatch):
+    """sync.upload_folder: a first sync copies every file (less Tune's exclude patterns), a second copies
+    none, a changed file alone is copied again; a staging file rewritten while it is read, or a copy that
+    fails part-way (a full disk), leaves the storage copy as it was, whole, and no temporary file."""
+    from kappa_rllib.tuning import sync
+
+    staging, target = tmp_path / "staging", tmp_path / "storage"
+    (staging / "trial_0" / "checkpoint_000000").mkdir(parents=True)
+    (staging / "experiment_state-x.json").write_text('{"trial_data": [1, 2, 3]}')
+    (staging / "trial_0" / "result.json").write_text('{"training_iteration": 1}\n')
+    (staging / "trial_0" / "checkpoint_000000" / "module.pt").write_bytes(b"\0" * 10)
+    (staging / "trial_0" / "events.out.tfevents.1").write_bytes(b"x")
+    exclude = ["*/checkpoint_*", "*.tfevents*"]
+    assert sync.upload_folder(str(staging), str(target), exclude) == 2
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
+        "experiment_state-x.json", "trial_0/result.json"]
+    assert sync.upload_folder(str(staging), str(target), exclude) == 0
+    with open(staging / "trial_0" / "result.json", "a") as f:
+        f.write('{"training_iteration": 2}\n')
+    assert sync.upload_folder(str(staging), str(target), exclude) == 1
+    assert (target / "trial_0" / "result.json").read_text().count("\n") == 2
+
+    state = staging / "experiment_state-x.json"
+    state.write_text('{"trial_data": [1, 2, 3, 4]}')
+    real_copy = shutil.copyfile
+
+    def rewritten_while_read(source, tmp):  # Tune's next snapshot lands as the copy reads the file
+        real_copy(source, tmp)
+        with open(source, "w") as f:
+            f.write('{"trial_da')
+
+    monkeypatch.setattr(sync.shutil, "copyfile", rewritten_while_read)
+    assert sync.upload_folder(str(staging), str(target), exclude) == 0
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3]}
+
+    def disk_full(source, tmp):
+        Path(tmp).write_text('{"trial')
+        raise OSError(28, "No space left on device")
+
+    state.write_text('{"trial_data": [1, 2, 3, 4, 5]}')
+    monkeypatch.setattr(sync.shutil, "copyfile", disk_full)
+    with pytest.raises(OSError):
+        sync.upload_folder(str(staging), str(target), exclude)
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3]}
+    assert not list(target.rglob("*" + sync.TMP_SUFFIX))
+    monkeypatch.setattr(sync.shutil, "copyfile", real_copy)
+    assert sync.upload_folder(str(staging), str(target), exclude) == 1
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3, 4, 5]}
+
+
+def test_whole_uploads_is_the_copy_tunes_syncer_runs(tmp_path):
+    """Tune's driver syncer (`_FilesystemSyncer`, ray[rllib] pinned) looks its upload up by name at each sync:
+    inside `whole_uploads` it runs `sync.upload_folder` (the storage copy keeps the staging file's modification
+    time, which pyarrow's copy does not), outside it Tune's own again."""
+    import pyarrow.fs
+    from ray.train._internal import storage
+    from ray.train._internal.storage import _FilesystemSyncer
+
+    from kappa_rllib.tuning import sync
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    (staging / "result.json").write_text("{}\n")
+    os.utime(staging / "result.json", ns=(1_000_000_000, 1_000_000_000))
+    syncer = _FilesystemSyncer(storage_filesystem=pyarrow.fs.LocalFileSystem(), sync_period=0)
+    original = storage._upload_to_fs_path
+    with sync.whole_uploads():
+        upload, kwargs = syncer._sync_up_command(str(staging), str(tmp_path / "a"))
+        upload(**kwargs)
+    assert (tmp_path / "a" / "result.json").stat().st_mtime_ns == 1_000_000_000
+    assert storage._upload_to_fs_path is original
+    upload, kwargs = syncer._sync_up_command(str(staging), str(tmp_path / "b"))
+    upload(**kwargs)
+    assert (tmp_path / "b" / "result.json").stat().st_mtime_ns != 1_000_000_000
+
+
+def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_path):
+    """driver.failures: Tune's Result.error reads the error file from storage; on a full disk the whole-or-
+    nothing upload leaves none there. A trial Tune marked ERROR still counts as failed (not as a trial left to
+    resume), with its error read from the driver's staging copy, else named as an error file not copied."""
+    from ray import cloudpickle
+
+    from kappa_rllib.tuning import driver
+
+    staged = tmp_path / "error.pkl"
+    staged.write_bytes(cloudpickle.dumps(OSError(28, "No space left on device")))
+
+    def trial(status, pickled_error_file=None):
+        return SimpleNamespace(status=status, pickled_error_file=pickled_error_file, path=str(tmp_path / status),
+                               get_pickled_error=lambda: None)
+
+    class Grid(list):
+        pass
+
+    results = [SimpleNamespace(error=None, metrics={"done": True}), SimpleNamespace(error=None, metrics={}),
+               SimpleNamespace(error=None, metrics={}), SimpleNamespace(error=ValueError("own"), metrics={}),
+               SimpleNamespace(error=None, metrics={})]
+    grid = Grid(results)
+    grid._experiment_analysis = SimpleNamespace(trials=[
+        trial("TERMINATED"), trial("ERROR", str(staged)), trial("ERROR"), trial("ERROR"), trial("PENDING")])
+    found = driver.failures(grid)
+    assert [next(i for i, x in enumerate(results) if x is r) for r, _ in found] == [1, 2, 3]
+    assert isinstance(found[0][1], OSError) and found[0][1].errno == 28
+    assert "could not copy its error file onto storage" in str(found[1][1])
+    assert str(found[2][1]) == "own"
+    assert driver.unfinished(grid) == 1  # the pending one

@@ -140,12 +140,12 @@ def main(args) -> int:
     except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
         print(f"kappa-rllib: error: {e}; resume with: {_resume_command(args)}", file=sys.stderr)
         return 1
-    failed = [r for rg in results.values() for r in rg if r.error]
+    failed = [f for rg in results.values() for f in driver.failures(rg)]
     errors = len(failed)
     resume = _resume_command(args)
-    for result in failed:  # one line each; the whole traceback is in the trial's error.txt
-        print(f"[tune] failed: {result.path}: {retry.failure_line(result.error)}", file=sys.stderr)
-    if any(retry.disk_full(r.error) for r in failed):
+    for result, error in failed:  # one line each; the whole traceback is in the trial's error.txt
+        print(f"[tune] failed: {result.path}: {retry.failure_line(error)}", file=sys.stderr)
+    if any(retry.disk_full(e) or "is the disk full?" in str(e) for _, e in failed):
         print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from kappa_rllib.experiments import GRID_SEARCH, SCHEDULE_STOP
-from kappa_rllib.tuning import repair, retry
+from kappa_rllib.tuning import repair, retry, sync
 from kappa_rllib.tuning.output import quiet_unstarted_trials, tune_output
 
 
@@ -101,7 +101,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
     with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
-            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts():
+            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts(), \
+            sync.whole_uploads():
         try:
             results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
                                             stagger=not client)
@@ -269,4 +270,26 @@ def unfinished(result_grid) -> int:
     """Trials of a ResultGrid that neither ended (Tune marks the last result of a trial that met its
     stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
     reports as terminated. `--resume` continues them."""
-    return sum(1 for r in result_grid if r.error is None and not (r.metrics or {}).get("done"))
+    failed = {id(r) for r, _ in failures(result_grid)}
+    return sum(1 for r in result_grid if id(r) not in failed and not (r.metrics or {}).get("done"))
+
+
+def failures(result_grid) -> list:
+    """(result, error) for each trial of a ResultGrid that failed. Tune's `Result.error` reads the trial's
+    error file from storage, which a full disk keeps it from copying there (kappa_rllib.tuning.sync copies
+    whole or not at all): a trial Tune marked ERROR then has no error; its error is read from the driver's
+    staging copy (`retry.last_error`), else named as that."""
+    from ray.tune.experiment.trial import Trial
+
+    out = []
+    trials = getattr(getattr(result_grid, "_experiment_analysis", None), "trials", None) or []
+    for index, result in enumerate(result_grid):
+        error = result.error
+        trial = trials[index] if index < len(trials) else None
+        if error is None and trial is not None and trial.status == Trial.ERROR:
+            error = retry.last_error(trial) or RuntimeError(
+                f"the trial failed and Tune could not copy its error file onto storage ({trial.path}; "
+                "is the disk full?)")
+        if error is not None:
+            out.append((result, error))
+    return out

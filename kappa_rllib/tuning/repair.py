@@ -85,7 +85,14 @@ def repair_state(folder) -> list[str]:
        short at the end of its progress.csv, so the resumed rows start on a line of their own;
     3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
        been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
+
+    (The copies a killed driver's upload left half-made, `<name>.kappa-tmp` (kappa_rllib.tuning.sync), are
+    deleted: the file beside each is whole.)
     """
+    from kappa_rllib.tuning.sync import TMP_SUFFIX
+
+    for partial in [*folder.glob("*" + TMP_SUFFIX), *folder.glob("*/*" + TMP_SUFFIX)]:
+        partial.unlink(missing_ok=True)
     done = _put_back_states(folder)
     for trial_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
         if _finished(trial_dir / "result.json"):
