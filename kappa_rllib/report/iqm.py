@@ -120,10 +120,10 @@ def _gae_pair(t: EnvTable, variant: str, cols: dict):
 
 
 def _kappa_0_pair(t: EnvTable, variant: str, cols: dict):
-    best, zero = cols.get("kappa_best"), cols.get("kappa_0")
-    if best is not None and zero is not None and best.param == 0.0:
-        return "kappa_best is 0: the same cell"
-    return best, zero
+    # the best multi-step cell (0 < kappa < 1) against the one-step kappa = 0: where the table's kappa_best is
+    # 0 itself, comparing it with kappa = 0 would compare a cell with itself
+    multi = [cell for name, kappa, cell in t.every if name == variant and 0.0 < kappa < 1.0 and cell.n]
+    return max(multi, key=lambda cell: cell.mean, default=None), cols.get("kappa_0")
 
 
 _IMPROVEMENT_CI = "rliable's probability of improvement with its 95% stratified-bootstrap CI. 0.5: no difference"
@@ -141,8 +141,9 @@ COMPARISONS = (
     Comparison("kappa_best against kappa = 0 (the paper's Table 2)",
                "P(kappa_best > kappa = 0): the probability that a run of the kappa_best cell ends above a run of "
                "the same variant's kappa = 0 cell (the one-step greedy policy; both N_kappa from C_FA), "
-               + _IMPROVEMENT_CI + "; a CI above 0.5: kappa_best better. Where kappa_best is 0 the two are one "
-               "cell: the row says so.",
+               + _IMPROVEMENT_CI + "; a CI above 0.5: kappa_best better. kappa_best here is the best multi-step "
+               "cell, 0 < kappa < 1 (where kappa = 0 has the best mean of all, the table's kappa_best is that "
+               "cell itself: this row then compares the next best with it).",
                "kappa_best", "kappa = 0", "kappa_best cell: kappa", "kappa = 0 cell: kappa", _kappa_0_pair),
 )
 
