@@ -550,88 +550,137 @@ def test_trials_waiting_for_resources_on_a_cluster_say_so_about_every_minute(mon
 
 
 def test_uploads_copy_only_the_files_that_changed_each_whole(tmp_path, monkeypatch):
-    """sync.upload_folder: a first sync copies every file (less Tune's exclude patterns), a second copies
-    none, a changed file alone is copied again; a staging file rewritten while it is read, or a copy that
-    fails part-way (a full disk), leaves the storage copy as it was, whole, and no temporary file."""
+    """sync.upload_folder: a first sync copies every file (less Tune's exclude patterns and the repair's own
+    backups), a second copies none, a changed file alone is copied again (a rewrite of the same size too);
+    a state file rewritten while it is read is not taken, a rows file appended to while it is read is taken
+    as it was, whole rows only; a copy that fails (a full disk) leaves the storage copy as it was and the other
+    files still copied; never a temporary file left."""
     from kappa_rllib.tuning import sync
 
     staging, target = tmp_path / "staging", tmp_path / "storage"
     (staging / "trial_0" / "checkpoint_000000").mkdir(parents=True)
-    (staging / "experiment_state-x.json").write_text('{"trial_data": [1, 2, 3]}')
-    (staging / "trial_0" / "result.json").write_text('{"training_iteration": 1}\n')
+    state = staging / "experiment_state-x.json"
+    state.write_text('{"trial_data": [1, 2, 3]}')
+    rows = staging / "trial_0" / "result.json"
+    rows.write_text('{"training_iteration": 1}\n')
     (staging / "trial_0" / "checkpoint_000000" / "module.pt").write_bytes(b"\0" * 10)
     (staging / "trial_0" / "events.out.tfevents.1").write_bytes(b"x")
+    (staging / ".kappa_rllib_experiment_state.json").write_text("stale")  # Tune's restore brings it back
+    old = time.time_ns() - 10 * sync.RACY_NS  # stamps of files not modified just now
+    for path in (state, rows):
+        os.utime(path, ns=(old, old))
     exclude = ["*/checkpoint_*", "*.tfevents*"]
-    assert sync.upload_folder(str(staging), str(target), exclude) == 2
-    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
-        "experiment_state-x.json", "trial_0/result.json"]
-    assert sync.upload_folder(str(staging), str(target), exclude) == 0
-    with open(staging / "trial_0" / "result.json", "a") as f:
-        f.write('{"training_iteration": 2}\n')
-    assert sync.upload_folder(str(staging), str(target), exclude) == 1
-    assert (target / "trial_0" / "result.json").read_text().count("\n") == 2
 
-    state = staging / "experiment_state-x.json"
+    def upload():
+        return sync.upload_folder(str(staging), str(target), exclude)
+
+    def stored():
+        return sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+
+    assert upload() == 2
+    assert stored() == ["experiment_state-x.json", "trial_0/result.json"]
+    assert upload() == 0
+    state.write_text('{"trial_data": [7, 8, 9]}')  # the same size, another stamp
+    os.utime(state, ns=(old + 1, old + 1))
+    assert upload() == 1 and json.loads((target / state.name).read_text()) == {"trial_data": [7, 8, 9]}
+    state.write_text('{"trial_data": [4, 5, 6]}')  # the same size, just now: copied again at the next sync
+    assert upload() == 1 and upload() == 1
+    os.utime(state, ns=(old + 2, old + 2))
+    assert upload() == 1 and upload() == 0
+
+    real_read = sync._read
+
+    def rewritten_while_read(src, size):  # Tune's next snapshot, or the rest of a trial's row, lands meanwhile
+        data = real_read(src, size)
+        if "state" in src.name:
+            Path(src.name).write_text('{"trial_da')  # rewritten in place: cut short for now
+        else:
+            with open(src.name, "a") as f:
+                f.write('eration": 3}\n')
+        return data
+
     state.write_text('{"trial_data": [1, 2, 3, 4]}')
-    real_copy = shutil.copyfile
+    with open(rows, "a") as f:
+        f.write('{"training_iteration": 2}\n{"training_it')  # a row half-flushed
+    monkeypatch.setattr(sync, "_read", rewritten_while_read)
+    assert upload() == 1  # the rows, as they were when the copy began, up to their last newline
+    monkeypatch.setattr(sync, "_read", real_read)
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [4, 5, 6]}
+    assert (target / "trial_0" / "result.json").read_text() == \
+        '{"training_iteration": 1}\n{"training_iteration": 2}\n'
+    assert upload() == 1  # the rows with iteration 3; the state, cut short (a snapshot being written), not taken
+    assert [json.loads(x)["training_iteration"] for x in (target / "trial_0" / "result.json").read_text().splitlines()] \
+        == [1, 2, 3]
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [4, 5, 6]}
 
-    def rewritten_while_read(source, tmp):  # Tune's next snapshot lands as the copy reads the file
-        real_copy(source, tmp)
-        with open(source, "w") as f:
-            f.write('{"trial_da')
+    real_write = sync._write
 
-    monkeypatch.setattr(sync.shutil, "copyfile", rewritten_while_read)
-    assert sync.upload_folder(str(staging), str(target), exclude) == 0
-    assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3]}
-
-    def disk_full(source, tmp):
-        Path(tmp).write_text('{"trial')
-        raise OSError(28, "No space left on device")
+    def disk_full(out, data):
+        if b"trial_data" in data:
+            out.write(data[:5])
+            raise OSError(28, "No space left on device")
+        real_write(out, data)
 
     state.write_text('{"trial_data": [1, 2, 3, 4, 5]}')
-    monkeypatch.setattr(sync.shutil, "copyfile", disk_full)
-    with pytest.raises(OSError):
-        sync.upload_folder(str(staging), str(target), exclude)
-    assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3]}
+    with open(rows, "a") as f:
+        f.write('{"training_iteration": 4}\n')
+    monkeypatch.setattr(sync, "_write", disk_full)
+    with pytest.raises(OSError) as raised:
+        upload()
+    assert raised.value.errno == 28
+    assert json.loads((target / state.name).read_text()) == {"trial_data": [4, 5, 6]}
+    assert (target / "trial_0" / "result.json").read_text().count("\n") == 4  # the others still copied
     assert not list(target.rglob("*" + sync.TMP_SUFFIX))
-    monkeypatch.setattr(sync.shutil, "copyfile", real_copy)
-    assert sync.upload_folder(str(staging), str(target), exclude) == 1
+    monkeypatch.setattr(sync, "_write", real_write)
+    assert upload() == 2  # the state; the rows again, modified just now (racily clean)
     assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3, 4, 5]}
+    assert stored() == ["experiment_state-x.json", "trial_0/result.json"]
 
 
-def test_whole_uploads_is_the_copy_tunes_syncer_runs(tmp_path):
+def test_whole_uploads_is_the_copy_tunes_syncer_runs(tmp_path, monkeypatch):
     """Tune's driver syncer (`_FilesystemSyncer`, ray[rllib] pinned) looks its upload up by name at each sync:
-    inside `whole_uploads` it runs `sync.upload_folder` (the storage copy keeps the staging file's modification
-    time, which pyarrow's copy does not), outside it Tune's own again."""
+    once `sync.install()`ed (by the WholeUploads callback's setup, where Tune's controller runs) it runs
+    `sync.upload_folder` onto a local filesystem (the storage copy keeps the staging file's modification time,
+    which pyarrow's copy does not), and Tune's own onto any other; installing twice wraps once."""
     import pyarrow.fs
     from ray.train._internal import storage
     from ray.train._internal.storage import _FilesystemSyncer
 
     from kappa_rllib.tuning import sync
 
+    monkeypatch.setattr(storage, "_upload_to_fs_path", storage._upload_to_fs_path)  # put back at the end
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "result.json").write_text("{}\n")
     os.utime(staging / "result.json", ns=(1_000_000_000, 1_000_000_000))
-    syncer = _FilesystemSyncer(storage_filesystem=pyarrow.fs.LocalFileSystem(), sync_period=0)
-    original = storage._upload_to_fs_path
-    with sync.whole_uploads():
-        upload, kwargs = syncer._sync_up_command(str(staging), str(tmp_path / "a"))
-        upload(**kwargs)
-    assert (tmp_path / "a" / "result.json").stat().st_mtime_ns == 1_000_000_000
-    assert storage._upload_to_fs_path is original
-    upload, kwargs = syncer._sync_up_command(str(staging), str(tmp_path / "b"))
-    upload(**kwargs)
+
+    def upload(fs, target):
+        command, kwargs = _FilesystemSyncer(storage_filesystem=fs, sync_period=0)._sync_up_command(
+            str(staging), target)
+        command(**kwargs)
+
+    upload(pyarrow.fs.LocalFileSystem(), str(tmp_path / "b"))  # Tune's own copy
     assert (tmp_path / "b" / "result.json").stat().st_mtime_ns != 1_000_000_000
+    original = storage._upload_to_fs_path
+    assert not sync.installed()
+    sync.WholeUploads().setup()
+    sync.install()
+    assert sync.installed() and storage._upload_to_fs_path._tunes_own is original
+    upload(pyarrow.fs.LocalFileSystem(), str(tmp_path / "a"))
+    assert (tmp_path / "a" / "result.json").stat().st_mtime_ns == 1_000_000_000
+    mock = pyarrow.fs._MockFileSystem()  # any other filesystem: Tune's own copy, nothing written here
+    upload(mock, "bucket/grid")
+    assert mock.get_file_info("bucket/grid/result.json").type == pyarrow.fs.FileType.File
+    assert not (Path.cwd() / "bucket").exists()
 
 
-def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_path):
+def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_path, monkeypatch):
     """driver.failures: Tune's Result.error reads the error file from storage; on a full disk the whole-or-
     nothing upload leaves none there. A trial Tune marked ERROR still counts as failed (not as a trial left to
     resume), with its error read from the driver's staging copy, else named as an error file not copied."""
     from ray import cloudpickle
 
-    from kappa_rllib.tuning import driver
+    from kappa_rllib.tuning import driver, retry
 
     staged = tmp_path / "error.pkl"
     staged.write_bytes(cloudpickle.dumps(OSError(28, "No space left on device")))
@@ -655,3 +704,7 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     assert "could not copy its error file onto storage" in str(found[1][1])
     assert str(found[2][1]) == "own"
     assert driver.unfinished(grid) == 1  # the pending one
+    assert not retry.disk_full(found[1][1])  # space left: not said to be a full disk
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=16 << 20, used=16 << 20, free=0))
+    full = driver.failures(grid)[1][1]
+    assert isinstance(full, OSError) and retry.disk_full(full), full  # `tune` then says the disk is full

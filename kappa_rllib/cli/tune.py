@@ -145,7 +145,7 @@ def main(args) -> int:
     resume = _resume_command(args)
     for result, error in failed:  # one line each; the whole traceback is in the trial's error.txt
         print(f"[tune] failed: {result.path}: {retry.failure_line(error)}", file=sys.stderr)
-    if any(retry.disk_full(e) or "is the disk full?" in str(e) for _, e in failed):
+    if any(retry.disk_full(e) for _, e in failed):
         print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it

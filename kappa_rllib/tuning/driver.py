@@ -86,6 +86,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                                           interval_s=progress_interval_s))
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
+        callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
         if track:  # one store for the file's grids (kappa_rllib.tuning.tracking)
             from kappa_rllib import tracking
             from kappa_rllib.tuning.tracking import tune_callbacks
@@ -101,8 +102,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
     with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
-            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts(), \
-            sync.whole_uploads():
+            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts():
         try:
             results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
                                             stagger=not client)
@@ -278,7 +278,7 @@ def failures(result_grid) -> list:
     """(result, error) for each trial of a ResultGrid that failed. Tune's `Result.error` reads the trial's
     error file from storage, which a full disk keeps it from copying there (kappa_rllib.tuning.sync copies
     whole or not at all): a trial Tune marked ERROR then has no error; its error is read from the driver's
-    staging copy (`retry.last_error`), else named as that."""
+    staging copy (`retry.last_error`), else named as that (`_error_file_missing`)."""
     from ray.tune.experiment.trial import Trial
 
     out = []
@@ -287,9 +287,28 @@ def failures(result_grid) -> list:
         error = result.error
         trial = trials[index] if index < len(trials) else None
         if error is None and trial is not None and trial.status == Trial.ERROR:
-            error = retry.last_error(trial) or RuntimeError(
-                f"the trial failed and Tune could not copy its error file onto storage ({trial.path}; "
-                "is the disk full?)")
+            error = retry.last_error(trial) or _error_file_missing(trial.path)
         if error is not None:
             out.append((result, error))
     return out
+
+
+def _error_file_missing(path: str) -> OSError | RuntimeError:
+    """A failed trial's error that Tune could not copy onto storage: ENOSPC where the disk under `path` is
+    full (under 1 MiB free), else said as it is."""
+    import errno
+    import shutil
+
+    if "://" in str(path):  # a bucket: no disk to ask
+        return RuntimeError(f"the trial failed and Tune could not copy its error file onto storage ({path})")
+    folder = Path(path)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    if free is not None and free < 1 << 20:
+        return OSError(errno.ENOSPC, f"No space left on device: the trial failed and its error file could not "
+                                     f"be copied onto storage ({path})")
+    return RuntimeError(f"the trial failed and Tune could not copy its error file onto storage ({path})")

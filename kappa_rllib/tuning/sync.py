@@ -3,21 +3,37 @@
 Tune's driver writes its files (the experiment state, the search and callback states, each trial's
 params.json, result.json, progress.csv and TensorBoard events) in a staging folder on the driver and,
 every few seconds, copies that whole folder onto the grid's storage folder in a background thread
-(`ray.train._internal.storage._upload_to_fs_path`, through pyarrow's `copy_files`). Three things go wrong:
+(`ray.train._internal.storage._upload_to_fs_path`, called by name from Tune's `_FilesystemSyncer`,
+through pyarrow's `copy_files`). Three things go wrong with that copy:
 
-* the copy writes each file in place, so a driver SIGKILLed (or a disk filled) during a copy leaves the
+* it writes each file in place, so a driver SIGKILLed during a copy (or a disk that fills) leaves the
   file cut short in storage; when that is Tune's experiment state and no whole copy of it was ever kept
   (the grid's first seconds), `--resume` cannot go on (kappa_rllib.tuning.repair);
-* Tune may rewrite a staging file (its next state snapshot, a trial's next row) while the copy reads it,
-  so even without a kill a copy can land cut short;
-* every file is copied at every sync, changed or not: a 2M-step trial's result.json is ~33 MB.
+* Tune rewrites a staging file in place (`open(..., "w")`: its next state snapshot) or appends to it (a
+  trial's next row) while the copy may be reading it;
+* it copies every file at every sync, changed or not: a 2M-step trial's result.json is ~33 MB.
 
-`whole_uploads` replaces that copy, for a local (or NFS-mounted) storage folder, with one that copies a
-file only when its size or modification time differ from the storage copy's, into a temporary name beside
-it (`<name>.kappa-tmp`), and renames it into place only if the staging file did not change while it was
-read (else the next sync takes it). A storage file is so always some whole version of the staging file.
-Bucket URIs keep Tune's copy (an object store's upload is already all-or-nothing). ray[rllib] is pinned
-exactly; tests/test_seams.py checks the hook.
+`install` replaces that copy, for a local (or NFS-mounted) storage folder, with `upload_folder`:
+
+* a file is copied only when its size or modification time differ from its storage copy's (a file
+  modified within the last 2 s is copied again at the next sync, whatever its stamp says: a rewrite of
+  the same size within one timestamp tick would otherwise look unchanged, git's "racily clean" rule);
+* into a temporary file beside it (`*.kappa-tmp`), renamed into place only when it is whole: a staging
+  file that changed while it was read is not taken, except the rows files (result.json, progress.csv),
+  which are only ever appended to: the bytes it had when the copy began are taken, up to their last
+  newline; Tune's state files are taken only if they parse (`repair.TUNE_STATES`' checks);
+* one file that cannot be copied (a full disk) does not keep the others from theirs: the first error is
+  raised after every file was tried;
+* the `.kappa_rllib_*` backups `repair.state_backup` writes straight into the grid's folder are left alone
+  (Tune's restore brings stale copies of them into staging).
+
+So a storage file is always some whole version of the staging file, after a kill as after a full disk.
+(A power cut is another matter: nothing is fsynced.) Bucket URIs, and any filesystem but pyarrow's
+`LocalFileSystem`, keep Tune's copy (an object store's upload is already all-or-nothing).
+
+It is installed for the life of the process, from a callback's `setup` (`WholeUploads`), so that it runs
+where Tune's controller runs: the driver, or under Ray Client (`--address ray://`) the head's process that
+Tune starts for the run. ray[rllib] is pinned exactly; tests/test_seams.py checks the hook.
 """
 
 from __future__ import annotations
@@ -26,9 +42,18 @@ import contextlib
 import fnmatch
 import os
 import shutil
+import tempfile
+import threading
+import time
+
+from ray.tune import Callback
 
 _MODULE, _NAME = "ray.train._internal.storage", "_upload_to_fs_path"
 TMP_SUFFIX = ".kappa-tmp"
+ROWS_FILES = ("result.json", "progress.csv")  # append-only: a prefix up to a newline is an earlier version
+BACKUP_PREFIX = ".kappa_rllib_"  # repair.state_backup's copies, written straight to storage
+RACY_NS = 2_000_000_000  # modified this recently: copied again at the next sync
+_LOCK = threading.Lock()
 
 
 def _excluded(relative: str, is_dir: bool, exclude) -> bool:
@@ -38,10 +63,21 @@ def _excluded(relative: str, is_dir: bool, exclude) -> bool:
     return any(fnmatch.fnmatch(c, pattern) for pattern in exclude for c in candidates)
 
 
+def _whole_state(name: str, data: bytes) -> bool:
+    """False for one of Tune's state files (repair.TUNE_STATES) that does not parse: a snapshot read
+    while Tune rewrote it."""
+    from kappa_rllib.tuning.repair import TUNE_STATES
+
+    for pattern, _, whole, _ in TUNE_STATES:
+        if fnmatch.fnmatch(name, pattern):
+            return whole(data)
+    return True
+
+
 def copy_if_changed(source: str, target: str) -> bool:
-    """Copies `source` onto `target` whole (a temporary copy renamed into place) unless `target` already has
-    its size and modification time; returns whether it copied. A `source` that changes while it is read is
-    not copied (the next sync takes it)."""
+    """Copies `source` onto `target` whole (a temporary file beside it, renamed into place) unless `target`
+    already has its size and modification time; returns whether it copied (the module's docstring says
+    which version of a file that changes meanwhile is taken)."""
     before = os.stat(source)
     try:
         have = os.stat(target)
@@ -49,16 +85,30 @@ def copy_if_changed(source: str, target: str) -> bool:
             return False
     except FileNotFoundError:
         pass
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = target + TMP_SUFFIX
+    folder, name = os.path.split(target)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + name + ".", suffix=TMP_SUFFIX)
     try:
-        shutil.copyfile(source, tmp)
-        after = os.stat(source)
-        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-            os.unlink(tmp)
-            return False
-        os.utime(tmp, ns=(before.st_atime_ns, before.st_mtime_ns))  # what the next sync compares
+        with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+            data = _read(src, before.st_size)  # the bytes it had when the copy began
+            after = os.fstat(src.fileno())
+            changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+            if name in ROWS_FILES:
+                if changed and (after.st_size < before.st_size or len(data) < before.st_size):
+                    raise _Skip  # cut, not appended to: the next sync takes it
+                data = data[:data.rfind(b"\n") + 1]  # whole rows only (a row half-flushed waits)
+            elif changed or not _whole_state(name, data):
+                raise _Skip
+            _write(out, data)
+        stamp = before.st_mtime_ns
+        if len(data) == before.st_size and time.time_ns() - stamp < RACY_NS:
+            stamp -= 1  # racily clean: copied again at the next sync
+        os.utime(tmp, ns=(before.st_atime_ns, stamp))  # what the next sync compares
         os.replace(tmp, target)
+    except _Skip:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -66,10 +116,23 @@ def copy_if_changed(source: str, target: str) -> bool:
     return True
 
 
+def _read(src, size: int) -> bytes:
+    return src.read(size)
+
+
+def _write(out, data: bytes) -> None:
+    out.write(data)
+
+
+class _Skip(Exception):
+    """This version of the file is not taken; the next sync tries again."""
+
+
 def upload_folder(local_path: str, target: str, exclude=None) -> int:
-    """Every file under `local_path` (less `exclude`'s patterns) onto `target` by `copy_if_changed`;
-    returns how many were copied."""
-    copied = 0
+    """Every file under `local_path` (less `exclude`'s patterns and the `.kappa_rllib_*` backups) onto
+    `target` by `copy_if_changed`; returns how many were copied. A file that fails (OSError) does not stop
+    the others: the first error is raised once every file was tried."""
+    copied, first_error = 0, None
     for root, dirs, files in os.walk(local_path):
         relative_root = os.path.relpath(root, local_path)
         relative_root = "" if relative_root == "." else relative_root
@@ -77,33 +140,53 @@ def upload_folder(local_path: str, target: str, exclude=None) -> int:
             dirs[:] = [d for d in dirs if not _excluded(os.path.join(relative_root, d), True, exclude)]
         for name in files:
             relative = os.path.join(relative_root, name)
-            if name.endswith(TMP_SUFFIX) or (exclude and _excluded(relative, False, exclude)):
+            if (name.endswith(TMP_SUFFIX) or name.startswith(BACKUP_PREFIX)
+                    or (exclude and _excluded(relative, False, exclude))):
                 continue
             try:
                 copied += copy_if_changed(os.path.join(root, name), os.path.join(target, relative))
             except FileNotFoundError:  # deleted from staging while the folder was walked
                 continue
+            except OSError as e:  # a full disk: the other files still get their turn
+                first_error = first_error or e
+    if first_error is not None:
+        raise first_error
     return copied
 
 
-@contextlib.contextmanager
-def whole_uploads():
-    """While open, Tune's uploads of a folder onto a local filesystem go through `upload_folder`."""
+def install() -> None:
+    """Tune's uploads of a folder onto a local filesystem go through `upload_folder` from now on, in this
+    process (idempotent)."""
     import importlib
 
     import pyarrow.fs
 
     module = importlib.import_module(_MODULE)
-    original = getattr(module, _NAME)
+    with _LOCK:
+        original = getattr(module, _NAME)
+        if getattr(original, "_kappa_whole_uploads", False):
+            return
 
-    def _upload_to_fs_path(local_path, fs, fs_path, exclude=None):
-        if not isinstance(fs, pyarrow.fs.LocalFileSystem) or not os.path.isdir(local_path):
-            return original(local_path, fs, fs_path, exclude)
-        upload_folder(local_path, fs_path, exclude)
-        return None
+        def _upload_to_fs_path(local_path, fs, fs_path, exclude=None):
+            if not isinstance(fs, pyarrow.fs.LocalFileSystem) or not os.path.isdir(local_path):
+                return original(local_path, fs, fs_path, exclude)
+            upload_folder(local_path, fs_path, exclude)
+            return None
 
-    setattr(module, _NAME, _upload_to_fs_path)
-    try:
-        yield
-    finally:
-        setattr(module, _NAME, original)
+        _upload_to_fs_path._kappa_whole_uploads = True
+        _upload_to_fs_path._tunes_own = original
+        setattr(module, _NAME, _upload_to_fs_path)
+
+
+def installed() -> bool:
+    import importlib
+
+    return getattr(getattr(importlib.import_module(_MODULE), _NAME), "_kappa_whole_uploads", False)
+
+
+class WholeUploads(Callback):
+    """A Tune callback installing `upload_folder` where the run's controller runs (its `setup`), before
+    Tune's first sync."""
+
+    def setup(self, **info):
+        install()
