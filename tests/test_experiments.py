@@ -116,7 +116,8 @@ def run_tune(*args, timeout=420):
                                           "invertedpendulum_naive_kappa_pi_trpo": 2}, marks=pytest.mark.slow),
 ])
 def test_smoke_grid_runs_through_tune_and_report(tmp_path, path, grids):
-    out = run_tune(f"tune_configs/{path}", "--smoke", "--storage", str(tmp_path), "--num-cpus", "2", "--report")
+    out = run_tune(f"tune_configs/{path}", "--smoke", "--storage", str(tmp_path), "--num-cpus", "2", "--report",
+                   "--tensorboard")
     assert out.returncode == 0, out.stderr[-3000:]
     folder = tmp_path / (Path(path).stem + "_smoke")
     for name, n in grids.items():
@@ -126,7 +127,7 @@ def test_smoke_grid_runs_through_tune_and_report(tmp_path, path, grids):
             rows = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
             assert rows[-1]["done"] is True
             assert any(trial.glob("checkpoint_*"))  # checkpoint at the end of the trial
-            assert list(trial.glob("events.out.tfevents.*"))  # TensorBoard
+            assert list(trial.glob("events.out.tfevents.*"))  # TensorBoard (--tensorboard; off by default)
     table = (folder / "report" / "table.md").read_text()
     env = "MinAtar/Breakout-v1 (C_FA 0.05)" if "minatar" in path else "InvertedPendulum-v5 (C_FA 0.2)"
     row = next(line for line in table.splitlines() if line.startswith(f"| {env} | kappa-pi |"))

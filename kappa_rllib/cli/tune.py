@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
         "tune", help="run an experiment file's grids with Ray Tune",
         description="Runs the grids a tune_configs/ file defines (kappa x C_FA x seed ...) with Ray Tune, all its grids at "
                     "once so their trials fill the cluster: one compact view of the file (a line per grid) on the terminal (--verbose: Tune's own output), results "
-                    "and TensorBoard logs under --storage, a checkpoint at the end of every trial (and every "
+                    "(result.json, progress.csv; TensorBoard's events with --tensorboard) under --storage, a checkpoint at the end of every trial (and every "
                     "--checkpoint-every iterations).",
         epilog="example: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage results/tune && "
                "kappa-rllib report results/tune/cartpole_dqn")
@@ -47,6 +47,9 @@ def add_parser(sub) -> None:
     tune_p.add_argument("--grids", default=None,
                         help="comma-separated grid names: run only these of the file's grids (default: all)")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
+    tune_p.add_argument("--tensorboard", action="store_true",
+                        help="also write TensorBoard's events for every trial (off by default: they cost the one "
+                             "driver more CPU per report than everything else Tune writes; docs/experiments.md)")
     tune_p.add_argument("--torch-threads", type=positive_int, default=1, help="torch threads per trial")
     tune_p.add_argument("--gpus-per-trial", type=gpu_share, default=0.0,
                         help="GPUs for each trial's learner (RLlib's num_gpus_per_learner; a share such as 0.25 "
@@ -134,7 +137,8 @@ def main(args) -> int:
         results = driver.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,
                                   compact=not args.verbose, track=args.track, track_project=args.track_project,
-                                  wandb_entity=args.wandb_entity, notice_waits=bool(args.address))
+                                  wandb_entity=args.wandb_entity, notice_waits=bool(args.address),
+                                  tensorboard=args.tensorboard)
     except ValueError as e:
         return error(one_line(e))
     except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
@@ -163,4 +167,5 @@ def main(args) -> int:
 
 def _resume_command(args) -> str:
     return " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
-                    + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else []))
+                    + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else [])
+                    + (["--tensorboard"] if args.tensorboard else []))

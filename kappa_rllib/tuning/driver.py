@@ -35,7 +35,8 @@ def reregister_envs(grids) -> None:
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
         checkpoint_every: int = 0, max_failures: int = retry.DEFAULT_MAX_FAILURES, verbose: int = 1,
         compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
-        wandb_entity: str | None = None, progress_interval_s: float = 60.0, notice_waits: bool = False) -> dict:
+        wandb_entity: str | None = None, progress_interval_s: float = 60.0, notice_waits: bool = False,
+        tensorboard: bool = False) -> dict:
     """Runs (or with `resume`, continues) every grid under `storage`/<grid name> (a folder or a bucket
     URI, kappa_rllib.tuning.storage), all at once: one Tuner per grid, each fitted in its own thread, so
     their trials share the cluster (kappa_rllib.tuning.together; docs/experiments.md). With `resume`, a grid with
@@ -48,6 +49,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     `compact`: Tune prints nothing and kappa_rllib.tuning.progress prints one view of the file instead (a
     line per grid, every `progress_interval_s`). `track`: also log every trial to W&B and/or MLflow
     (kappa_rllib.tuning.tracking; one store for the file), in the project `track_project` (and the W&B entity `wandb_entity`).
+    Every trial's rows go to its result.json and progress.csv; TensorBoard's events too with `tensorboard`
+    (kappa_rllib.tuning.tracking.tune_loggers: they cost the driver more than the other two together).
     `notice_waits` (a cluster, which may add nodes on demand): a line about every minute while none of the
     file's trials runs and they wait for resources (kappa_rllib.tuning.progress.ResourceWait).
     Ctrl-C (SIGINT) stops every grid, each saving its state for `--resume`; so does a grid whose Tune run
@@ -87,6 +90,9 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
         callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
+        from kappa_rllib.tuning.tracking import tune_loggers
+
+        callbacks += tune_loggers(tensorboard=tensorboard)  # result.json, progress.csv[, TensorBoard]
         if track:  # one store for the file's grids (kappa_rllib.tuning.tracking)
             from kappa_rllib import tracking
             from kappa_rllib.tuning.tracking import tune_callbacks

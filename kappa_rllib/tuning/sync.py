@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -103,6 +103,7 @@ def copy_if_changed(source: str, target: str) -> bool:
         stamp = before.st_mtime_ns
         if len(data) == before.st_size and time.time_ns() - stamp < RACY_NS:
             stamp -= 1  # racily clean: copied again at the next sync
+        os.chmod(tmp, stat.S_IMODE(before.st_mode))  # (mkstemp makes it 0600)
         os.utime(tmp, ns=(before.st_atime_ns, stamp))  # what the next sync compares
         os.replace(tmp, target)
     except _Skip:
