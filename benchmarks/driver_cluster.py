@@ -19,7 +19,9 @@ driver nothing), and the trials' rows read from result.json after the run. The t
 one deadline (--startup + --seconds after the driver's launch); the window: from the moment every trial has
 reported once to the first trial's last row (all M actors running), by the trials' own clocks (each row carries its step()'s start and end, `replay/step_start`, `replay/step_end`). Printed:
 
-    reports      rows the trials produced in the window
+    every s      each actor's sleep per step(): 5 s * actors / N
+    reports      rows the trials produced in the window (below actors * window / every s when the driver
+                 cannot keep up: the trials then wait for it)
     ms/report    the driver's CPU in the window / those rows
     load         the driver's CPU seconds / wall seconds in the window (cores; at 1 it is saturated and
                  trials queue behind it)
@@ -27,10 +29,22 @@ reported once to the first trial's last row (all M actors running), by the trial
                  one's end (what Tune adds to a trial's own iteration time: the row's trip to the
                  driver, the driver's handling, the next train() call), ms
 
+What the emulation keeps and what it does not. Per report the driver's work is the same (the same row,
+the same config, the same callbacks), and below saturation so is a trial's wait (a report's trip and
+handling). Not kept: (1) at saturation the actors are a closed loop of M, so the wait stays near
+M * ms/report, while N real trials would each wait about N * ms/report - 5 s; read `reports` (the rate
+the driver sustained) there instead; (2) what grows with the number of trials or the files' sizes rather
+than with reports: the experiment-state snapshot (a row per trial), state_backup's and the syncs' walks of
+the grid folder (a folder per trial), and the syncs' whole copies of each changed result.json (an
+emulated trial's file grows N / M times faster, but a real 2M-step trial's reaches ~33 MB); (3) Tune
+forces a state snapshot when a trial has checkpointed `num_to_keep` (2) times since the last one: an
+emulated actor checkpoints N / M times as often as a real trial (every 50 of its faster iterations).
+
 Runs alternate over N within each round; with --rounds > 1 the medians are printed too. `--profile`
 then runs py-spy (`py-spy record --format raw`) on the driver at the largest N for --profile-seconds and
 sums its samples by what they do (Tune's loggers, config flattening, experiment-state snapshots, our
-callbacks, syncing, ...), writing the raw profile next to the printed summary.
+callbacks, syncing, ...), writing the raw profile (--profile-out); py-spy samples only the thread holding
+Python's GIL (--gil), so the driver's CPU by thread name is printed too (Ray's C++ threads are the rest).
 
     python benchmarks/driver_cluster.py                                  # N = 10,100,1000, 60 s, 1 round
     python benchmarks/driver_cluster.py --trials 10,100,1000 --seconds 60 --rounds 1 --check --profile
@@ -129,6 +143,20 @@ class Head:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """{thread id: (its name, its CPU seconds)} of a process (Python's threads keep the process's name;
+    Ray's C++ threads name themselves)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+    return out
+
+
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
@@ -149,6 +177,7 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
                                  str(checkpoint_every)], cwd=ROOT, env=head.env, stdout=out, stderr=subprocess.STDOUT)
     samples = []  # (wall clock, the driver's CPU seconds)
     spy = None
+    threads = []  # the driver's threads' CPU when py-spy starts and when it ends
 
     def poll():
         nonlocal spy
@@ -162,6 +191,9 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
                 spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw",
                                         "--gil", "-o", str(profile[0]), "-d", str(int(profile[1])), "-r", "100",
                                         "-p", str(proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                threads.append((time.time(), thread_cpu(proc.pid)))
+            elif spy is not None and len(threads) == 1 and time.time() - threads[0][0] >= profile[1]:
+                threads.append((time.time(), thread_cpu(proc.pid)))
             time.sleep(0.1)
 
     poller = threading.Thread(target=poll, daemon=True)
@@ -192,6 +224,8 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
     reports = sum(1 for t in rows_by_trial for _, e in t if start < e <= end)
     waits = [b[0] - a[1] for t in rows_by_trial for a, b in itertools.pairwise(t) if start <= a[1] and b[1] <= end]
     cpu = interpolate(samples, end) - interpolate(samples, start)
+    if len(threads) == 2:
+        print_threads(threads)
     return {"trials": trials, "actors": actors, "interval_s": interval, "reports": reports,
             "window_s": end - start, "ms_per_report": 1e3 * cpu / max(reports, 1), "load": cpu / (end - start),
             "wait_p50_ms": 1e3 * percentile(waits, 0.5), "wait_p99_ms": 1e3 * percentile(waits, 0.99),
@@ -213,6 +247,20 @@ def interpolate(samples: list[tuple[float, float]], t: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- profile
+def print_threads(threads) -> None:
+    """The driver's CPU over the profile, by thread name: how much of it py-spy's GIL samples can see."""
+    (t0, before), (t1, after) = threads
+    by_name = collections.Counter()
+    for tid, (name, cpu) in after.items():
+        by_name[name] += cpu - before.get(tid, (name, 0.0))[1]
+    total = sum(by_name.values())
+    print(f"the driver's CPU during the profile: {total / (t1 - t0):.2f} cores; by thread name "
+          "(Python's threads are all named as the process):")
+    for name, cpu in by_name.most_common(10):
+        print(f"    {100 * cpu / max(total, 1e-9):5.1f}%  {name}")
+
+
+
 # what a frame does, by where it lives (the first category that matches a frame of a sample, innermost first)
 CATEGORIES = [
     ("Tune JSON logger (result.json)", ["json.py", "JsonLogger"], ["logger/json.py"]),
@@ -342,7 +390,7 @@ def main() -> None:
 
 
 def print_run(label, run: dict) -> None:
-    print(f"{label:>5} {run['trials']:>5} {run['actors']:>6} {run['interval_s']:>7.3f} {run['reports']:>7.0f} "
+    print(f"{label:>5} {run['trials']:>5.0f} {run['actors']:>6.0f} {run['interval_s']:>7.3f} {run['reports']:>7.0f} "
           f"{run['window_s']:>8.1f} {run['ms_per_report']:>9.1f} {run['load']:>5.2f} {run['wait_p50_ms']:>8.0f} "
           f"{run['wait_p99_ms']:>8.0f} {run['wait_mean_ms']:>5.0f}", flush=True)
 
