@@ -16,8 +16,9 @@ at 0.25 s (both 8 reports/s).
 
 Measured from outside the driver: its CPU time from /proc/<pid>/stat, polled every 0.1 s (costs the
 driver nothing), and the trials' rows read from result.json after the run. The trials all report until
-one deadline (--startup + --seconds after the driver's launch); the window: from the moment every trial has
-reported once to the first trial's last row (all M actors running), by the trials' own clocks (each row carries its step()'s start and end, `replay/step_start`, `replay/step_end`). Printed:
+one deadline (--startup + --seconds after the driver's launch); the window: from the moment every trial
+has reported once to the first trial's last row (all M actors running), by the trials' own clocks (each
+row carries its step()'s start and end, `replay/step_start`, `replay/step_end`). Printed:
 
     every s      each actor's sleep per step(): 5 s * actors / N
     reports      rows the trials produced in the window (below actors * window / every s when the driver
@@ -45,6 +46,7 @@ then runs py-spy (`py-spy record --format raw`) on the driver at the largest N f
 sums its samples by what they do (Tune's loggers, config flattening, experiment-state snapshots, our
 callbacks, syncing, ...), writing the raw profile (--profile-out); py-spy samples only the thread holding
 Python's GIL (--gil), so the driver's CPU by thread name is printed too (Ray's C++ threads are the rest).
+py-spy is not a dependency: `.venv/bin/pip install py-spy` (it needs ptrace rights over the driver).
 
     python benchmarks/driver_cluster.py                                  # N = 10,100,1000, 60 s, 1 round
     python benchmarks/driver_cluster.py --trials 10,100,1000 --seconds 60 --rounds 1 --check --profile
