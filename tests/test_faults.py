@@ -427,7 +427,7 @@ def test_the_head_lost_mid_grid_then_resume_on_a_new_cluster_finishes_every_tria
     ("basic-variant-state-2026-11-27_22-10-30.json", pickle.dumps({"_total_samples": 1, "_finished": True})),
     ("callback-states-2026-11-27_22-10-30.pkl", pickle.dumps({0: {"kappa_rllib_retry_policy": {"code_errors": {}}}})),
 ])
-def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, name, whole):
+def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, monkeypatch, name, whole):
     """A full disk cuts Tune's experiment state or its search state short (seen on a 16 MB tmpfs:
     40,960 bytes of a longer experiment state; a 12,288-byte basic-variant-state, after which Tune logged
     "Failed to restore the run state" and started the grid afresh beside the old trial). The grid's
@@ -435,6 +435,7 @@ def test_a_cut_short_tune_state_is_put_back_from_its_last_whole_copy(tmp_path, n
     with no whole copy stops with one line instead of letting Tune start the grid afresh."""
     from kappa_rllib.tuning import repair, retry
 
+    monkeypatch.setattr(repair, "BACKUP_EVERY_S", 0.0)  # a look at every step (once a second in a run)
     newest = tmp_path / name
     backup = repair.state_backup(tmp_path)
     newest.write_bytes(whole)

@@ -31,6 +31,7 @@ TUNE_STATES = (("experiment_state-*.json", ".kappa_rllib_experiment_state.json",
                ("basic-variant-state-*.json", ".kappa_rllib_search_state.pkl", _unpickles, True),
                ("callback-states-*.pkl", ".kappa_rllib_callback_states.pkl", _unpickles, False))
 STATE_BACKUP = TUNE_STATES[0][1]
+BACKUP_EVERY_S = 1.0  # state_backup's look at the grid's folder
 
 
 def _newest(folder, pattern):
@@ -46,14 +47,21 @@ def state_backup(folder):
     """A Tune callback keeping a whole copy of each of Tune's newest state files (TUNE_STATES) in the grid's
     (local) folder: the file's name, a newline, its bytes."""
     import os
+    import time
 
     from ray import tune
 
     class TuneStateBackup(tune.Callback):
         def __init__(self):
-            self.seen = {}
+            self.seen, self.looked = {}, 0.0
 
         def on_step_end(self, iteration, trials, **info):
+            # Tune saves its state at most every ~10 s; a look per controller step (many a second) globs the
+            # grid's folder, a folder per trial: once a second is enough
+            now = time.monotonic()
+            if now - self.looked < BACKUP_EVERY_S:
+                return
+            self.looked = now
             for pattern, backup, whole, _ in TUNE_STATES:
                 newest = _newest(folder, pattern)
                 if newest is None:
