@@ -636,8 +636,16 @@ def test_uploads_copy_only_the_files_that_changed_each_whole(tmp_path, monkeypat
     assert (target / "trial_0" / "result.json").read_text().count("\n") == 4  # the others still copied
     assert not list(target.rglob("*" + sync.TMP_SUFFIX))
     monkeypatch.setattr(sync, "_write", real_write)
-    assert upload() == 2  # the state; the rows again, modified just now (racily clean)
+    assert upload() == 1  # the state (the rows, modified just now, are read again: the same, left as they are)
     assert json.loads((target / state.name).read_text()) == {"trial_data": [1, 2, 3, 4, 5]}
+    assert stored() == ["experiment_state-x.json", "trial_0/result.json"]
+
+    # Tune copying the storage file back into staging (a resume, a retry), read half-way: never fewer rows
+    rows.write_text('{"training_iteration": 1}\n{"training_iteration": 2}\n{"traini')
+    upload()
+    assert (target / "trial_0" / "result.json").read_text().count("\n") == 4
+    (staging / ".abc-tmp-basic-variant-state-x.json").write_bytes(b"half")  # Tune's own atomic-save temporary
+    upload()
     assert stored() == ["experiment_state-x.json", "trial_0/result.json"]
 
 
@@ -684,13 +692,19 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     resume), with its error read from the driver's staging copy, else named as an error file not copied."""
     from ray import cloudpickle
 
+    import pyarrow.fs
+
     from kappa_rllib.tuning import driver, retry
 
     staged = tmp_path / "error.pkl"
     staged.write_bytes(cloudpickle.dumps(OSError(28, "No space left on device")))
 
-    def trial(status, pickled_error_file=None):
-        return SimpleNamespace(status=status, pickled_error_file=pickled_error_file, path=str(tmp_path / status),
+    def trial(status, pickled_error_file=None, local=True):
+        storage = SimpleNamespace(storage_filesystem=pyarrow.fs.LocalFileSystem() if local else
+                                  pyarrow.fs._MockFileSystem())
+        return SimpleNamespace(status=status, pickled_error_file=pickled_error_file, storage=storage,
+                               path=str(tmp_path / status) if local else f"bucket/grid/{status}",
+                               local_path=str(tmp_path / "staging" / status) if local else None,
                                get_pickled_error=lambda: None)
 
     class Grid(list):
@@ -712,3 +726,5 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=16 << 20, used=16 << 20, free=0))
     full = driver.failures(grid)[1][1]
     assert isinstance(full, OSError) and retry.disk_full(full), full  # `tune` then says the disk is full
+    grid._experiment_analysis.trials[2] = trial("ERROR", local=False)  # a bucket: no local disk to blame
+    assert not retry.disk_full(driver.failures(grid)[1][1])

@@ -293,28 +293,35 @@ def failures(result_grid) -> list:
         error = result.error
         trial = trials[index] if index < len(trials) else None
         if error is None and trial is not None and trial.status == Trial.ERROR:
-            error = retry.last_error(trial) or _error_file_missing(trial.path)
+            error = retry.last_error(trial) or _error_file_missing(trial)
         if error is not None:
             out.append((result, error))
     return out
 
 
-def _error_file_missing(path: str) -> OSError | RuntimeError:
-    """A failed trial's error that Tune could not copy onto storage: ENOSPC where the disk under `path` is
-    full (under 1 MiB free), else said as it is."""
+def _error_file_missing(trial) -> OSError | RuntimeError:
+    """A failed trial's error that Tune could not copy onto storage: ENOSPC where a local disk it writes to
+    (the storage folder, or the driver's staging folder where Tune writes the error file first) is full (under
+    1 MiB free), else said as it is."""
     import errno
     import shutil
 
-    if "://" in str(path):  # a bucket: no disk to ask
-        return RuntimeError(f"the trial failed and Tune could not copy its error file onto storage ({path})")
-    folder = Path(path)
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        free = None
-    if free is not None and free < 1 << 20:
-        return OSError(errno.ENOSPC, f"No space left on device: the trial failed and its error file could not "
-                                     f"be copied onto storage ({path})")
+    import pyarrow.fs
+
+    path = getattr(trial, "path", None)
+    folders = [getattr(trial, "local_path", None)]
+    storage = getattr(trial, "storage", None)
+    if isinstance(getattr(storage, "storage_filesystem", None), pyarrow.fs.LocalFileSystem):
+        folders.append(path)  # (a bucket's path has no scheme here: never asked of a local disk)
+    for folder in filter(None, folders):
+        folder = Path(folder)
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            continue
+        if free < 1 << 20:
+            return OSError(errno.ENOSPC, f"No space left on device: the trial failed and its error file could "
+                                         f"not be copied onto storage ({path}; the disk under {folder} is full)")
     return RuntimeError(f"the trial failed and Tune could not copy its error file onto storage ({path})")

@@ -24,8 +24,11 @@ through pyarrow's `copy_files`). Three things go wrong with that copy:
   newline; Tune's state files are taken only if they parse (`repair.TUNE_STATES`' checks);
 * one file that cannot be copied (a full disk) does not keep the others from theirs: the first error is
   raised after every file was tried;
+* a rows file never goes back to fewer rows (a prefix of its storage copy: Tune copying that copy back into
+  staging on a resume or a retry, read half-way);
 * the `.kappa_rllib_*` backups `repair.state_backup` writes straight into the grid's folder are left alone
-  (Tune's restore brings stale copies of them into staging).
+  (Tune's restore brings stale copies of them into staging), and so are Tune's temporaries of its atomic
+  saves (`.<id>-tmp-<name>`).
 
 So a storage file is always some whole version of the staging file, after a kill as after a full disk.
 (A power cut is another matter: nothing is fsynced.) Bucket URIs, and any filesystem but pyarrow's
@@ -41,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import re
 import stat
 import tempfile
 import threading
@@ -53,6 +57,7 @@ TMP_SUFFIX = ".kappa-tmp"
 ROWS_FILES = ("result.json", "progress.csv")  # append-only: a prefix up to a newline is an earlier version
 BACKUP_PREFIX = ".kappa_rllib_"  # repair.state_backup's copies, written straight to storage
 RACY_NS = 2_000_000_000  # modified this recently: copied again at the next sync
+TUNE_TMP = re.compile(r"\..+-tmp-.+")  # Tune's own temporaries of its atomic saves (.<uuid>-tmp-<name>)
 _LOCK = threading.Lock()
 
 
@@ -84,32 +89,36 @@ def copy_if_changed(source: str, target: str) -> bool:
         if have.st_size == before.st_size and have.st_mtime_ns == before.st_mtime_ns:
             return False
     except FileNotFoundError:
-        pass
+        have = None
     folder, name = os.path.split(target)
     os.makedirs(folder, exist_ok=True)
+    with open(source, "rb") as src:
+        data = _read(src, before.st_size)  # the bytes it had when the copy began
+        after = os.fstat(src.fileno())
+    changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    if name in ROWS_FILES:
+        if changed and (after.st_size < before.st_size or len(data) < before.st_size):
+            return False  # cut, not appended to: the next sync takes it
+        data = data[:data.rfind(b"\n") + 1]  # whole rows only (a row half-flushed waits)
+        if have is not None and len(data) <= have.st_size and _starts_with(target, data):
+            # a prefix of what storage holds: Tune copying the storage file back into staging (a resume, a
+            # retry) as this sync reads it; never put fewer rows over more. The same rows: only the stamp
+            if len(data) == have.st_size == before.st_size:
+                with contextlib.suppress(OSError):
+                    os.utime(target, ns=(before.st_atime_ns, _stamp(before)))
+            return False
+    elif changed or not _whole_state(name, data):
+        return False
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + name + ".", suffix=TMP_SUFFIX)
     try:
-        with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
-            data = _read(src, before.st_size)  # the bytes it had when the copy began
-            after = os.fstat(src.fileno())
-            changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
-            if name in ROWS_FILES:
-                if changed and (after.st_size < before.st_size or len(data) < before.st_size):
-                    raise _Skip  # cut, not appended to: the next sync takes it
-                data = data[:data.rfind(b"\n") + 1]  # whole rows only (a row half-flushed waits)
-            elif changed or not _whole_state(name, data):
-                raise _Skip
+        with os.fdopen(fd, "wb") as out:
             _write(out, data)
-        stamp = before.st_mtime_ns
-        if len(data) == before.st_size and time.time_ns() - stamp < RACY_NS:
-            stamp -= 1  # racily clean: copied again at the next sync
-        os.chmod(tmp, stat.S_IMODE(before.st_mode))  # (mkstemp makes it 0600)
-        os.utime(tmp, ns=(before.st_atime_ns, stamp))  # what the next sync compares
+        stamp = _stamp(before) if len(data) == before.st_size else before.st_mtime_ns
+        with contextlib.suppress(OSError):  # (mkstemp makes it 0600; a filesystem without modes refuses)
+            os.chmod(tmp, stat.S_IMODE(before.st_mode))
+        with contextlib.suppress(OSError):  # without it the file is copied again at the next sync
+            os.utime(tmp, ns=(before.st_atime_ns, stamp))  # what the next sync compares
         os.replace(tmp, target)
-    except _Skip:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -125,8 +134,16 @@ def _write(out, data: bytes) -> None:
     out.write(data)
 
 
-class _Skip(Exception):
-    """This version of the file is not taken; the next sync tries again."""
+def _stamp(before) -> int:
+    """The stamp a whole copy gets: the source's, or 1 ns before it where the source was modified within
+    RACY_NS (racily clean: the next sync copies it again)."""
+    stamp = before.st_mtime_ns
+    return stamp - 1 if time.time_ns() - stamp < RACY_NS else stamp
+
+
+def _starts_with(path: str, data: bytes) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(data)) == data
 
 
 def upload_folder(local_path: str, target: str, exclude=None) -> int:
@@ -141,7 +158,7 @@ def upload_folder(local_path: str, target: str, exclude=None) -> int:
             dirs[:] = [d for d in dirs if not _excluded(os.path.join(relative_root, d), True, exclude)]
         for name in files:
             relative = os.path.join(relative_root, name)
-            if (name.endswith(TMP_SUFFIX) or name.startswith(BACKUP_PREFIX)
+            if (name.endswith(TMP_SUFFIX) or name.startswith(BACKUP_PREFIX) or TUNE_TMP.fullmatch(name)
                     or (exclude and _excluded(relative, False, exclude))):
                 continue
             try:
