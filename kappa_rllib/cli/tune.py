@@ -147,8 +147,8 @@ def main(args) -> int:
     failed = [f for rg in results.values() for f in driver.failures(rg)]
     errors = len(failed)
     resume = _resume_command(args)
-    for result, error in failed:  # one line each; the whole traceback is in the trial's error.txt
-        print(f"[tune] failed: {result.path}: {retry.failure_line(error)}", file=sys.stderr)
+    for result, exc in failed:  # one line each; the whole traceback is in the trial's error.txt
+        print(f"[tune] failed: {result.path}: {retry.failure_line(exc)}", file=sys.stderr)
     if any(retry.disk_full(e) for _, e in failed):
         print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)

@@ -90,9 +90,6 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
         callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
-        from kappa_rllib.tuning.tracking import tune_loggers
-
-        callbacks += tune_loggers(tensorboard=tensorboard)  # result.json, progress.csv[, TensorBoard]
         if track:  # one store for the file's grids (kappa_rllib.tuning.tracking)
             from kappa_rllib import tracking
             from kappa_rllib.tuning.tracking import tune_callbacks
@@ -100,6 +97,10 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             callbacks += tune_callbacks(list(track), project_name=tracking.project(track_project), group=grid.name,
                                         results_folder=os.getcwd() if stores.is_uri(storage) else storage,
                                         entity_name=tracking.entity(wandb_entity))
+        from kappa_rllib.tuning.tracking import tune_loggers
+
+        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers
+        callbacks += tune_loggers(tensorboard=tensorboard)
         jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                        checkpoint_every=checkpoint_every, max_failures=max_failures,
                                        verbose=0 if compact else verbose, callbacks=callbacks), started))
