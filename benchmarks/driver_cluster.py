@@ -78,6 +78,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from driver_load import cpu_seconds  # noqa: E402 - the driver's CPU from /proc, polled from outside
 REAL_INTERVAL_S = 5.0  # a kappa-PI-TRPO row of 10 Hopper batches (batches_per_iteration 10), about
 
 GRID = """
@@ -86,14 +88,6 @@ from driver_cluster_parts.replay import replay_grid
 def experiments(smoke=False):
     return [replay_grid("replay", trials={trials}, interval_s={interval}, until={until})]
 """
-
-
-def cpu_seconds(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime (fields 14 and 15 of stat)
 
 
 class Head:
