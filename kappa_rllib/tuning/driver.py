@@ -277,8 +277,18 @@ def unfinished(result_grid) -> int:
     """Trials of a ResultGrid that neither ended (Tune marks the last result of a trial that met its
     stop rule `done`) nor failed: an interrupted run's running and pending trials, which Tune also
     reports as terminated. `--resume` continues them."""
-    failed = {id(r) for r, _ in failures(result_grid)}
-    return sum(1 for r in result_grid if id(r) not in failed and not (r.metrics or {}).get("done"))
+    from ray.tune.experiment.trial import Trial
+
+    return sum(1 for r, trial in _with_trials(result_grid)
+               if r.error is None and getattr(trial, "status", None) != Trial.ERROR
+               and not (r.metrics or {}).get("done"))
+
+
+def _with_trials(result_grid):
+    """(result, its Trial or None) for each result: ResultGrid builds its results from its analysis' trials,
+    in their order."""
+    trials = getattr(getattr(result_grid, "_experiment_analysis", None), "trials", None) or []
+    return [(result, trials[i] if i < len(trials) else None) for i, result in enumerate(result_grid)]
 
 
 def failures(result_grid) -> list:
@@ -289,10 +299,8 @@ def failures(result_grid) -> list:
     from ray.tune.experiment.trial import Trial
 
     out = []
-    trials = getattr(getattr(result_grid, "_experiment_analysis", None), "trials", None) or []
-    for index, result in enumerate(result_grid):
+    for result, trial in _with_trials(result_grid):
         error = result.error
-        trial = trials[index] if index < len(trials) else None
         if error is None and trial is not None and trial.status == Trial.ERROR:
             error = retry.last_error(trial) or _error_file_missing(trial)
         if error is not None:
