@@ -142,7 +142,8 @@ def finished_trials(grid_dir: Path) -> list[dict]:
     trials = []
     for result in sorted(grid_dir.glob("*/result.json")):
         last = json.loads(result.read_text().strip().splitlines()[-1])
-        trials.append({"kappa": last["config"]["kappa"], "c_fa": last["config"]["c_fa"], "done": last["done"],
+        config = json.loads((result.parent / "params.json").read_text())  # the rows carry it once a stretch
+        trials.append({"kappa": config["kappa"], "c_fa": config["c_fa"], "done": last["done"],
                        "node_id": last["node_id"], "env_steps": last["kappa"]["env_steps"]})
     return trials
 

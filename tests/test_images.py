@@ -194,9 +194,11 @@ def test_a_grid_on_a_head_and_a_worker_container_finishes_when_the_worker_is_los
     assert "Job 'grid' succeeded" in output
     assert "[tune] finished: 4/4 trials without error" in output, output[-3000:]
 
-    rows = trial_rows(results / "container_check" / "kappa_pi_dqn")
+    grid = results / "container_check" / "kappa_pi_dqn"
+    rows = trial_rows(grid)
     finals = [trial[-1] for trial in rows.values()]
-    assert sorted((f["config"]["kappa"], f["config"]["c_fa"]) for f in finals) == EXPECTED
+    configs = [json.loads((grid / name / "params.json").read_text()) for name in rows]  # rows carry it once a stretch
+    assert sorted((c["kappa"], c["c_fa"]) for c in configs) == EXPECTED
     assert all(f["done"] and f["kappa"]["env_steps"] == T for f in finals), finals
     lost = [trial for trial in rows.values() if trial[0]["node_id"] == worker_node != trial[-1]["node_id"]]
     assert lost, "no trial moved from the lost worker to the head"

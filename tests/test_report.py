@@ -205,7 +205,22 @@ OWN = [_row(i, i, float(i), float(i), float(i)) for i in range(1, 6)]  # iterati
      OWN[:3] + [_row(2, 1, 2.5, None, 20.0), _row(3, "2", 3.5, 2.0, 30.0), _row(4, 3, math.nan, 3.0, 40.0)], None,
      [1, 20, 30, 40], ()),
 ])
-def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, rows, manifest, returns, timelines):
+@pytest.mark.parametrize("config_once", [False, True], ids=["config-every-row", "config-once"])
+def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, rows, manifest, returns, timelines,
+                                                               config_once):
+    """config-once: the rows as this package's trials write them, the config only on a stretch's first row and
+    where it changed (kappa_rllib.tuning.config_once); the report reads them as rows that all carry it."""
+    if config_once:
+        thin, last = [], None
+        for row in rows:
+            since = row.get("iterations_since_restore")
+            if isinstance(since, int) and since > 1 and row["config"] == last:
+                row = {k: v for k, v in row.items() if k != "config"}
+            else:
+                last = row["config"]
+            thin.append(row)
+        assert sum("config" in r for r in thin) <= len(rows) / 2, case  # half the rows or more without it
+        rows = thin
     trial = tmp_path / "pbt" / "member"
     trial.mkdir(parents=True)
     (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
@@ -219,21 +234,25 @@ def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, 
     assert (run.episode_returns, run.timelines) == ([float(r) for r in returns], timelines), case
 
 
-def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replace_theirs(tmp_path):
+@pytest.mark.parametrize("config_once", [False, True], ids=["config-every-row", "config-once"])
+def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replace_theirs(tmp_path, config_once):
     """Tune's own Trainable, restored the ways Tune restores it: PBT's exploit (pbt.py gives the donor's
     checkpoint with the donor's last result as its metrics), a `--resume` (its own checkpoint, its own
     result), and kappa-rllib's --resume repair (faults.py: the metrics from the checkpoint's manifest, as
     they were before the manifest carried the clock, and as they are now). Rows are what train() returns;
-    iterations of 5-7 s on Tune's clock (hundreds of them: the origin clocks carry float sums' rounding)."""
+    iterations of 5-7 s on Tune's clock (hundreds of them: the origin clocks carry float sums' rounding).
+    config-once: the member reports its config as this package's Algorithms do (ConfigOnceMixin)."""
     import itertools
 
     from ray import tune
     from ray.train import Checkpoint
     from ray.train._internal.session import _TrainingResult
 
+    from kappa_rllib.tuning.config_once import ConfigOnceMixin
+
     returns = itertools.count()
 
-    class Member(tune.Trainable):
+    class Member(*((ConfigOnceMixin,) if config_once else ()), tune.Trainable):
         def setup(self, config):
             self.count, self.rng = 0, np.random.default_rng(config["seed"])
 
@@ -276,6 +295,7 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
     (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
     (folder / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
     (folder / "result.json").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    assert sum("config" in r for r in rows) == (5 if config_once else len(rows))  # a start, four restores
     [run] = report.load_runs(tmp_path)
     kept = [*range(350), 395]
     assert run.episode_returns == [rows[i]["env_runners"]["episode_returns"][0] for i in kept]

@@ -12,8 +12,9 @@ machine next to nothing.
 * `ReplayConfig`: the stand-in for an RLlib AlgorithmConfig that `kappa-rllib tune` (kappa_rllib.experiments.Grid,
   kappa_rllib.tuning.driver) needs: `algo_class` (the trainable), `env`, `total_env_steps`, `to_dict()` (Tune's
   param space: a real trial's params.json, kappa_pi_trpo_params.json, with a seed axis of `trials` values and the
-  replay settings), `update_from_dict` and `validate` (Grid.validate). So each trial's `config`, which Tune adds
-  to every row, is as big as a real one's (~13.5 KB of JSON).
+  replay settings), `update_from_dict` and `validate` (Grid.validate). So each trial's `config` is as big as a
+  real one's (~13.5 KB of JSON), and it reaches the rows as a real trial's does: Tune adds it to every row,
+  and `ConfigOnceMixin` keeps it only on a stretch's first row (kappa_rllib.tuning.config_once).
 * `replay_grid(...)`: the Grid a benchmark's experiment file returns.
 
 Trial workers import this module as `driver_cluster_parts.replay`: benchmarks/ must be on their PYTHONPATH
@@ -31,6 +32,8 @@ from pathlib import Path
 from ray import tune
 from ray.tune.tune import _Config
 
+from kappa_rllib.tuning.config_once import ConfigOnceMixin
+
 HERE = Path(__file__).resolve().parent
 ROWS = HERE / "kappa_pi_trpo_rows.jsonl.gz"
 PARAMS = HERE / "kappa_pi_trpo_params.json"
@@ -41,8 +44,9 @@ def load_rows(path: Path = ROWS) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-class ReplayTrainable(tune.Trainable):
-    """Replays recorded result rows, one per `step()`, `replay_interval_s` apart."""
+class ReplayTrainable(ConfigOnceMixin, tune.Trainable):
+    """Replays recorded result rows, one per `step()`, `replay_interval_s` apart; its `config` in the rows as this
+    package's Algorithms report it (kappa_rllib.tuning.config_once)."""
 
     def setup(self, config):
         self.interval_s = float(config["replay_interval_s"])

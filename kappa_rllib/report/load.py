@@ -124,6 +124,7 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
     go back to a checkpoint of its own from before, and the first row since is marked _NEW_TIMELINE."""
     rows, starts, stretch, since, seen = [], [], None, 0, []  # seen: origins gone on from in this timeline
     saved = None  # its checkpoints' (iteration, clock), read once a population member needs them
+    config = None  # the config of the last row that carried one
     for line in result_file.read_text().splitlines():
         line = line.strip()
         if not line:
@@ -132,6 +133,12 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
+        # A trial reports its config on a stretch's first row and when it changes (kappa_rllib.tuning.config_once):
+        # the rows between have the last one's.
+        if "config" in row:
+            config = row["config"]
+        elif config is not None:
+            row["config"] = config
         origin = _origin(row)
         timeline = starts[-1] if starts else 0
         new = origin is not None and stretch is not None and _new_stretch(origin, row, stretch, since, rows[-1])

@@ -33,6 +33,7 @@ from ray.rllib.utils.metrics import (
 )
 
 from kappa_rllib.checkpoints import ManifestMixin
+from kappa_rllib.tuning.config_once import ConfigOnceMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
@@ -43,7 +44,7 @@ from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates, split_
 from kappa_rllib.algorithms.kappa_dqn.update_schedule import UpdateScheduleMixin
 
 
-class KappaDQN(ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, SamplerMixin, Algorithm):
+class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMixin, SamplerMixin, Algorithm):
     """The kappa-DQN algorithm; `KappaPIDQN` and `KappaVIDQN` pick the variant."""
 
     on_policy = False  # with overlap_sampling a chunk acts with the weights of one update before (by design)

@@ -27,6 +27,7 @@ from kappa_rllib.algorithms.config_mixins import SettingProblems
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.checkpoints import ManifestMixin
+from kappa_rllib.tuning.config_once import ConfigOnceMixin
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.variant import PI, VI
 
@@ -104,7 +105,7 @@ class KappaVIPPOConfig(KappaPPOConfig):
         super().__init__(algo_class=algo_class or KappaVIPPO)
 
 
-class KappaPPO(ManifestMixin, KappaLoopMixin, SamplerMixin, PPO):
+class KappaPPO(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, SamplerMixin, PPO):
     samples_raw = False  # RLlib's own sampling loop (its set_state syncs the weights); the Sampler reports runtime
 
     def setup(self, config) -> None:

@@ -40,6 +40,7 @@ from kappa_rllib.algorithms.config_mixins import (
     set_given,
 )
 from kappa_rllib.checkpoints import ManifestMixin
+from kappa_rllib.tuning.config_once import ConfigOnceMixin
 from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.schedule import validate_gamma
@@ -192,7 +193,7 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         check_one_batch(self.total_env_steps, self.train_batch_size)
 
 
-class TRPO(ManifestMixin, SamplerMixin, Algorithm):
+class TRPO(ConfigOnceMixin, ManifestMixin, SamplerMixin, Algorithm):
     """The TRPO algorithm (Schulman et al. 2015), the paper's baseline, registered with Tune as "TRPO".
 
     Build it from a `TRPOConfig`; one training iteration is `batches_per_iteration` batches (1 by default),
