@@ -5,10 +5,12 @@ reporting every ~5 s (10 Hopper batches a row), simulated on this machine.
 The simulation. A `ray start --head` on loopback (127.0.0.1, its own --temp-dir, no dashboard) with
 --num-cpus logical CPUs (2000: no trial waits for resources), and the real driver path: `python -m
 kappa_rllib.cli tune FILE --storage S --address 127.0.0.1:PORT --checkpoint-every K` (the compact progress
-view, the retry policy, the state backup, sync.py's whole uploads, Tune's JSON/CSV/TensorBoard loggers and
+view, the retry policy, the state backup, sync.py's whole uploads, Tune's JSON/CSV loggers and
 experiment state). FILE's one grid runs light trials (driver_cluster_parts/replay.py) that replay real
 kappa-PI-TRPO result rows (recorded from a 2M-step HalfCheetah run, each ~2.2 KB plus Tune's own keys),
-with a real trial's `config` (~13.5 KB, which Tune adds to every row), checkpointing every K iterations
+with a real trial's `config` (~13.5 KB, which Tune adds to a row, and kappa_rllib.tuning.config_once keeps
+on a stretch's first row only, as in a real trial; `--compare` also runs the driver as it was before
+2026-12-02: TensorBoard's logger on and the config in every row), checkpointing every K iterations
 (small checkpoints) and ending by the grid's stop rule (`done`). The driver's work is per report, so N
 trials at the real interval I (5 s) are emulated by M = min(N, --actors) actors each reporting every
 I * M / N seconds (the same reports per second); `--check` tests that: 8 actors at 1 s against 2 actors
@@ -51,6 +53,7 @@ py-spy is not a dependency: `.venv/bin/pip install py-spy` (it needs ptrace righ
     python benchmarks/driver_cluster.py                                  # N = 10,100,1000, 60 s, 1 round
     python benchmarks/driver_cluster.py --trials 10,100,1000 --seconds 60 --rounds 1 --check --profile
     python benchmarks/driver_cluster.py --trials 1000 --seconds 90 --profile --profile-out profile.txt
+    python benchmarks/driver_cluster.py --trials 100,1000 --rounds 2 --compare   # today's beside before's
 
 Linux only (/proc). Run it on quiet cores: the driver, Ray's GCS and raylet and the actors share this
 machine, so on a small one the numbers are an upper bound of a real head node's.
@@ -86,8 +89,12 @@ GRID = """
 from driver_cluster_parts.replay import replay_grid
 
 def experiments(smoke=False):
-    return [replay_grid("replay", trials={trials}, interval_s={interval}, until={until})]
+    return [replay_grid("replay", trials={trials}, interval_s={interval}, until={until},
+                        config_every_row={config_every_row})]
 """
+# --compare: the driver's work per report as it was before 2026-12-02 (TensorBoard's logger on, Tune's config
+# in every row), measured beside today's in the same round
+BEFORE = {"tune_args": ["--tensorboard"], "config_every_row": True}
 
 
 class Head:
@@ -159,18 +166,23 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_once(head: Head, trials: int, actors: int, seconds: float, startup: float, checkpoint_every: int,
-             scratch: Path, profile: tuple[Path, float] | None = None, interval_s: float | None = None) -> dict:
+             scratch: Path, profile: tuple[Path, float] | None = None, interval_s: float | None = None,
+             tune_args: list[str] = (), config_every_row: bool = False, inspect=None) -> dict:
     """One `kappa-rllib tune` run: `actors` trials each reporting every `interval_s` (default: what
-    emulates `trials` trials at REAL_INTERVAL_S), all until `startup` + `seconds` from now."""
+    emulates `trials` trials at REAL_INTERVAL_S), all until `startup` + `seconds` from now. `tune_args`: more
+    of tune's options; `config_every_row`: see BEFORE; `inspect(storage)`: called on the run's storage folder
+    before it is deleted (tests)."""
     interval = interval_s if interval_s is not None else REAL_INTERVAL_S * actors / trials
     folder = Path(tempfile.mkdtemp(dir=scratch))
     grid_file = folder / "driver_cluster.py"
-    grid_file.write_text(GRID.format(trials=actors, interval=interval, until=time.time() + startup + seconds))
+    grid_file.write_text(GRID.format(trials=actors, interval=interval, until=time.time() + startup + seconds,
+                                     config_every_row=bool(config_every_row)))
     log = folder / "tune.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kappa_rllib.cli", "tune", str(grid_file), "--storage",
                                  str(folder / "storage"), "--address", head.address, "--checkpoint-every",
-                                 str(checkpoint_every)], cwd=ROOT, env=head.env, stdout=out, stderr=subprocess.STDOUT)
+                                 str(checkpoint_every), *tune_args], cwd=ROOT, env=head.env, stdout=out,
+                                stderr=subprocess.STDOUT)
     samples = []  # (wall clock, the driver's CPU seconds)
     spy = None
     threads = []  # the driver's threads' CPU when py-spy starts and when it ends
@@ -209,6 +221,8 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
                     replay = json.loads(line)["replay"]
                     rows.append((replay["step_start"], replay["step_end"]))
         rows_by_trial.append(rows)
+    if inspect is not None:
+        inspect(folder / "storage")
     shutil.rmtree(folder, ignore_errors=True)
     if len(rows_by_trial) != actors or not all(rows_by_trial):
         raise SystemExit(f"expected {actors} trials with rows, found {len(rows_by_trial)}")
@@ -338,6 +352,9 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2000, help="the head's logical CPUs")
     parser.add_argument("--check", action="store_true",
                         help="also the emulation check: 8 actors at 1 s against 2 actors at 0.25 s")
+    parser.add_argument("--compare", action="store_true",
+                        help="also, for each N in each round, the driver as before 2026-12-02 (TensorBoard's logger "
+                             "on, the config in every row), and the ratio of today's CPU per report to it")
     parser.add_argument("--profile", action="store_true", help="also a py-spy profile at the largest N")
     parser.add_argument("--profile-seconds", type=float, default=30)
     parser.add_argument("--profile-out", default="driver_cluster_profile.txt", help="the raw profile")
@@ -355,18 +372,28 @@ def main() -> None:
         header = (f"{'round':>5} {'N':>5} {'actors':>6} {'every s':>7} {'reports':>7} {'window s':>8} "
                   f"{'ms/report':>9} {'load':>5} {'wait p50':>8} {'wait p99':>8} {'mean':>5}")
         print(header)
-        runs = collections.defaultdict(list)
+        runs, before = collections.defaultdict(list), collections.defaultdict(list)
         for i in range(args.rounds):
             for n in ns:
-                run = run_once(head, n, min(n, args.actors), args.seconds, args.startup, args.checkpoint_every,
-                               scratch)
-                runs[n].append(run)
-                print_run(i + 1, run)
+                # with --compare, the two alternate: today's first in odd rounds, the old one first in even ones
+                order = ([False, True] if i % 2 == 0 else [True, False]) if args.compare else [False]
+                for old in order:
+                    run = run_once(head, n, min(n, args.actors), args.seconds, args.startup, args.checkpoint_every,
+                                   scratch, **(BEFORE if old else {}))
+                    (before if old else runs)[n].append(run)
+                    print_run(f"{i + 1}{'b' if old else ''}", run)
         if args.rounds > 1:
             print("medians:")
             for n in ns:
-                med = {k: statistics.median(r[k] for r in runs[n]) for k in runs[n][0]}
-                print_run("med", med)
+                for label, kept in (("med", runs), ("med b", before)):
+                    if kept[n]:
+                        print_run(label, {k: statistics.median(r[k] for r in kept[n]) for k in kept[n][0]})
+        if args.compare:
+            print("today's CPU per report / before's (b: --tensorboard, the config in every row), per round:")
+            for n in ns:
+                ratios = [a["ms_per_report"] / b["ms_per_report"] for a, b in zip(runs[n], before[n])]
+                print(f"  N = {n}: " + ", ".join(f"{r:.2f}" for r in ratios)
+                      + (f"; median {statistics.median(ratios):.2f}" if len(ratios) > 1 else ""))
         if args.check:
             print("emulation check (both 8 reports/s, N = 40 at 5 s):")
             for actors, interval in ((8, 1.0), (2, 0.25)):

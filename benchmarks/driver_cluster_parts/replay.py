@@ -14,7 +14,8 @@ machine next to nothing.
   param space: a real trial's params.json, kappa_pi_trpo_params.json, with a seed axis of `trials` values and the
   replay settings), `update_from_dict` and `validate` (Grid.validate). So each trial's `config` is as big as a
   real one's (~13.5 KB of JSON), and it reaches the rows as a real trial's does: Tune adds it to every row,
-  and `ConfigOnceMixin` keeps it only on a stretch's first row (kappa_rllib.tuning.config_once).
+  and `ConfigOnceMixin` keeps it only on a stretch's first row (kappa_rllib.tuning.config_once); with the
+  grid's `config_every_row` (the benchmark's --compare) on every row, as before that.
 * `replay_grid(...)`: the Grid a benchmark's experiment file returns.
 
 Trial workers import this module as `driver_cluster_parts.replay`: benchmarks/ must be on their PYTHONPATH
@@ -64,6 +65,11 @@ class ReplayTrainable(ConfigOnceMixin, tune.Trainable):
         row["done"] = end >= self.until
         return row
 
+    def get_auto_filled_metrics(self, *args, **kwargs):
+        if self.config.get("replay_config_every_row"):  # what every trial reported before config_once
+            return tune.Trainable.get_auto_filled_metrics(self, *args, **kwargs)
+        return super().get_auto_filled_metrics(*args, **kwargs)
+
     def save_checkpoint(self, checkpoint_dir):
         Path(checkpoint_dir, "replay.json").write_text(json.dumps({"index": self.index}))
 
@@ -103,12 +109,14 @@ class ReplayConfig(_Config):
             raise ValueError(f"replay_interval_s must be > 0, got {self.settings['replay_interval_s']!r}")
 
 
-def replay_grid(name: str, *, trials: int, interval_s: float, until: float):
+def replay_grid(name: str, *, trials: int, interval_s: float, until: float, config_every_row: bool = False):
     """A grid of `trials` replaying trials (a seed axis), each reporting every `interval_s` until the wall
-    time `until` (time.time())."""
+    time `until` (time.time()); `config_every_row`: Tune's `config` on every row, as before config_once."""
     from kappa_rllib.experiments import Grid
 
     config = ReplayConfig()
     config.settings.update(seed=tune.grid_search(list(range(trials))), replay_interval_s=interval_s,
                            replay_until=until)
+    if config_every_row:
+        config.settings["replay_config_every_row"] = True
     return Grid(name, config)
