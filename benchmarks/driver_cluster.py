@@ -22,12 +22,15 @@ one deadline (--startup + --seconds after the driver's launch); the window: from
 has reported once to the first trial's last row (all M actors running), by the trials' own clocks (each
 row carries its step()'s start and end, `replay/step_start`, `replay/step_end`). Printed:
 
+    drivers      K `kappa-rllib tune` processes, one grid of the N / K trials each (--drivers), as on a
+                 cluster with one `ray job submit ... --grids G` per grid; 1: the whole file in one
     every s      each actor's sleep per step(): 5 s * actors / N
     reports      rows the trials produced in the window (below actors * window / every s when the driver
                  cannot keep up: the trials then wait for it)
     ms/report    the driver's CPU in the window / those rows
     load         the driver's CPU seconds / wall seconds in the window (cores; at 1 it is saturated and
-                 trials queue behind it)
+                 trials queue behind it); with K drivers, theirs together
+    max load     the busiest driver's load (each driver is one process, one GIL: what has to stay below 1)
     wait p50/p99/mean over consecutive rows of a trial in the window: the next step()'s start minus the last
                  one's end (what Tune adds to a trial's own iteration time: the row's trip to the
                  driver, the driver's handling, the next train() call), ms
@@ -54,6 +57,7 @@ py-spy is not a dependency: `.venv/bin/pip install py-spy` (it needs ptrace righ
     python benchmarks/driver_cluster.py --trials 10,100,1000 --seconds 60 --rounds 1 --check --profile
     python benchmarks/driver_cluster.py --trials 1000 --seconds 90 --profile --profile-out profile.txt
     python benchmarks/driver_cluster.py --trials 100,1000 --rounds 2 --compare   # today's beside before's
+    python benchmarks/driver_cluster.py --trials 1000 --drivers 1,2,4 --rounds 2  # one driver per grid
 
 Linux only (/proc). Run it on quiet cores: the driver, Ray's GCS and raylet and the actors share this
 machine, so on a small one the numbers are an upper bound of a real head node's.
@@ -89,8 +93,8 @@ GRID = """
 from driver_cluster_parts.replay import replay_grid
 
 def experiments(smoke=False):
-    return [replay_grid("replay", trials={trials}, interval_s={interval}, until={until},
-                        config_every_row={config_every_row})]
+    return [replay_grid(f"replay_{{i}}" if {drivers} > 1 else "replay", trials=n, interval_s={interval},
+                        until={until}, config_every_row={config_every_row}) for i, n in enumerate({split})]
 """
 # --compare: the driver's work per report as it was before 2026-12-02 (TensorBoard's logger on, Tune's config
 # in every row), measured beside today's in the same round
@@ -167,32 +171,42 @@ def percentile(values: list[float], q: float) -> float:
 
 def run_once(head: Head, trials: int, actors: int, seconds: float, startup: float, checkpoint_every: int,
              scratch: Path, profile: tuple[Path, float] | None = None, interval_s: float | None = None,
-             tune_args: list[str] = (), config_every_row: bool = False, inspect=None) -> dict:
+             tune_args: list[str] = (), config_every_row: bool = False, inspect=None, drivers: int = 1) -> dict:
     """One `kappa-rllib tune` run: `actors` trials each reporting every `interval_s` (default: what
     emulates `trials` trials at REAL_INTERVAL_S), all until `startup` + `seconds` from now. `tune_args`: more
     of tune's options; `config_every_row`: see BEFORE; `inspect(storage)`: called on the run's storage folder
-    before it is deleted (tests)."""
+    before it is deleted (tests). `drivers` > 1: the file holds that many grids, the actors split among them,
+    each run by its own `kappa-rllib tune --grids` process into the same storage (several drivers, one per grid);
+    the CPU figures are their sums, `max load` the busiest one's."""
     interval = interval_s if interval_s is not None else REAL_INTERVAL_S * actors / trials
+    split = [actors // drivers + (i < actors % drivers) for i in range(drivers)]
+    if min(split) < 1:
+        raise SystemExit(f"--drivers {drivers}: more drivers than the {actors} actors")
     folder = Path(tempfile.mkdtemp(dir=scratch))
     grid_file = folder / "driver_cluster.py"
-    grid_file.write_text(GRID.format(trials=actors, interval=interval, until=time.time() + startup + seconds,
-                                     config_every_row=bool(config_every_row)))
-    log = folder / "tune.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kappa_rllib.cli", "tune", str(grid_file), "--storage",
-                                 str(folder / "storage"), "--address", head.address, "--checkpoint-every",
-                                 str(checkpoint_every), *tune_args], cwd=ROOT, env=head.env, stdout=out,
-                                stderr=subprocess.STDOUT)
-    samples = []  # (wall clock, the driver's CPU seconds)
+    grid_file.write_text(GRID.format(drivers=drivers, split=split, interval=interval,
+                                     until=time.time() + startup + seconds, config_every_row=bool(config_every_row)))
+    logs, procs = [], []
+    for i in range(drivers):
+        logs.append(folder / f"tune_{i}.log")
+        with logs[-1].open("w") as out:
+            grids = ["--grids", f"replay_{i}"] if drivers > 1 else []
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "kappa_rllib.cli", "tune", str(grid_file), "--storage", str(folder / "storage"),
+                 "--address", head.address, "--checkpoint-every", str(checkpoint_every), *grids, *tune_args],
+                cwd=ROOT, env=head.env, stdout=out, stderr=subprocess.STDOUT))
+    proc = procs[0]  # the one profiled
+    samples = [[] for _ in procs]  # per driver: (wall clock, its CPU seconds)
     spy = None
     threads = []  # the driver's threads' CPU when py-spy starts and when it ends
 
     def poll():
         nonlocal spy
-        while proc.poll() is None:
-            cpu = cpu_seconds(proc.pid)
-            if cpu is not None:
-                samples.append((time.time(), cpu))
+        while any(p.poll() is None for p in procs):
+            for p, kept in zip(procs, samples):
+                cpu = cpu_seconds(p.pid) if p.poll() is None else None
+                if cpu is not None:
+                    kept.append((time.time(), cpu))
             # the profile: once every trial has reported, for its seconds; --gil: only the thread holding
             # Python's GIL, i.e. the driver's Python CPU (not the threads waiting in ray.wait, joins, ...)
             if profile is not None and spy is None and reporting(folder, actors):
@@ -206,12 +220,14 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
-    proc.wait()
+    for p in procs:
+        p.wait()
     poller.join()
     if spy is not None:
         spy.wait()
-    if proc.returncode != 0:
-        raise SystemExit(f"tune failed ({proc.returncode}):\n{log.read_text()[-3000:]}")
+    for p, log in zip(procs, logs):
+        if p.returncode != 0:
+            raise SystemExit(f"tune failed ({p.returncode}):\n{log.read_text()[-3000:]}")
     rows_by_trial = []
     for result in (folder / "storage").glob("*/*/*/result.json"):
         rows = []
@@ -233,11 +249,13 @@ def run_once(head: Head, trials: int, actors: int, seconds: float, startup: floa
                          "late): raise --startup")
     reports = sum(1 for t in rows_by_trial for _, e in t if start < e <= end)
     waits = [b[0] - a[1] for t in rows_by_trial for a, b in itertools.pairwise(t) if start <= a[1] and b[1] <= end]
-    cpu = interpolate(samples, end) - interpolate(samples, start)
+    cpus = [interpolate(kept, end) - interpolate(kept, start) for kept in samples]
+    cpu = sum(cpus)
     if len(threads) == 2:
         print_threads(threads)
     return {"trials": trials, "actors": actors, "interval_s": interval, "reports": reports,
             "window_s": end - start, "ms_per_report": 1e3 * cpu / max(reports, 1), "load": cpu / (end - start),
+            "drivers": drivers, "max_load": max(cpus) / (end - start),
             "wait_p50_ms": 1e3 * percentile(waits, 0.5), "wait_p99_ms": 1e3 * percentile(waits, 0.99),
             "wait_mean_ms": 1e3 * statistics.fmean(waits) if waits else float("nan")}
 
@@ -352,6 +370,9 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2000, help="the head's logical CPUs")
     parser.add_argument("--check", action="store_true",
                         help="also the emulation check: 8 actors at 1 s against 2 actors at 0.25 s")
+    parser.add_argument("--drivers", default="1",
+                        help="drivers K (comma list): the N trials split over K grids, each driven by its own "
+                             "`kappa-rllib tune --grids` process (at most --actors)")
     parser.add_argument("--compare", action="store_true",
                         help="also, for each N in each round, the driver as before 2026-12-02 (TensorBoard's logger "
                              "on, the config in every row), and the ratio of today's CPU per report to it")
@@ -360,6 +381,9 @@ def main() -> None:
     parser.add_argument("--profile-out", default="driver_cluster_profile.txt", help="the raw profile")
     args = parser.parse_args()
     ns = [int(n) for n in args.trials.split(",")]
+    ks = [int(k) for k in args.drivers.split(",")]
+    if min(ks) < 1 or max(ks) > args.actors or max(ks) > min(ns):
+        parser.error("--drivers: each between 1 and --actors (and the smallest --trials)")
     if args.profile and args.seconds < args.profile_seconds + 5:
         parser.error("--profile: --seconds must be at least --profile-seconds + 5")
     scratch = Path(tempfile.mkdtemp(prefix="driver_cluster_"))
@@ -369,30 +393,29 @@ def main() -> None:
           f"{args.rounds} round(s)")
     head = Head(args.num_cpus)
     try:
-        header = (f"{'round':>5} {'N':>5} {'actors':>6} {'every s':>7} {'reports':>7} {'window s':>8} "
-                  f"{'ms/report':>9} {'load':>5} {'wait p50':>8} {'wait p99':>8} {'mean':>5}")
-        print(header)
-        runs, before = collections.defaultdict(list), collections.defaultdict(list)
+        print(HEADER)
+        runs, before = collections.defaultdict(list), collections.defaultdict(list)  # by (N, drivers)
         for i in range(args.rounds):
             for n in ns:
-                # with --compare, the two alternate: today's first in odd rounds, the old one first in even ones
-                order = ([False, True] if i % 2 == 0 else [True, False]) if args.compare else [False]
-                for old in order:
-                    run = run_once(head, n, min(n, args.actors), args.seconds, args.startup, args.checkpoint_every,
-                                   scratch, **(BEFORE if old else {}))
-                    (before if old else runs)[n].append(run)
-                    print_run(f"{i + 1}{'b' if old else ''}", run)
+                for k in ks:
+                    # with --compare, the two alternate: today's first in odd rounds, the old one first in even ones
+                    order = ([False, True] if i % 2 == 0 else [True, False]) if args.compare else [False]
+                    for old in order:
+                        run = run_once(head, n, min(n, args.actors), args.seconds, args.startup,
+                                       args.checkpoint_every, scratch, drivers=k, **(BEFORE if old else {}))
+                        (before if old else runs)[n, k].append(run)
+                        print_run(f"{i + 1}{'b' if old else ''}", run)
         if args.rounds > 1:
             print("medians:")
-            for n in ns:
+            for key in runs:
                 for label, kept in (("med", runs), ("med b", before)):
-                    if kept[n]:
-                        print_run(label, {k: statistics.median(r[k] for r in kept[n]) for k in kept[n][0]})
+                    if kept[key]:
+                        print_run(label, {f: statistics.median(r[f] for r in kept[key]) for f in kept[key][0]})
         if args.compare:
             print("today's CPU per report / before's (b: --tensorboard, the config in every row), per round:")
-            for n in ns:
-                ratios = [a["ms_per_report"] / b["ms_per_report"] for a, b in zip(runs[n], before[n])]
-                print(f"  N = {n}: " + ", ".join(f"{r:.2f}" for r in ratios)
+            for (n, k), today in runs.items():
+                ratios = [a["ms_per_report"] / b["ms_per_report"] for a, b in zip(today, before[n, k])]
+                print(f"  N = {n}, {k} driver(s): " + ", ".join(f"{r:.2f}" for r in ratios)
                       + (f"; median {statistics.median(ratios):.2f}" if len(ratios) > 1 else ""))
         if args.check:
             print("emulation check (both 8 reports/s, N = 40 at 5 s):")
@@ -412,10 +435,15 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+HEADER = (f"{'round':>5} {'N':>5} {'drivers':>7} {'actors':>6} {'every s':>7} {'reports':>7} {'window s':>8} "
+          f"{'ms/report':>9} {'load':>5} {'max load':>8} {'wait p50':>8} {'wait p99':>8} {'mean':>5}")
+
+
 def print_run(label, run: dict) -> None:
-    print(f"{label:>5} {run['trials']:>5.0f} {run['actors']:>6.0f} {run['interval_s']:>7.3f} {run['reports']:>7.0f} "
-          f"{run['window_s']:>8.1f} {run['ms_per_report']:>9.1f} {run['load']:>5.2f} {run['wait_p50_ms']:>8.0f} "
-          f"{run['wait_p99_ms']:>8.0f} {run['wait_mean_ms']:>5.0f}", flush=True)
+    print(f"{label:>5} {run['trials']:>5.0f} {run['drivers']:>7.0f} {run['actors']:>6.0f} {run['interval_s']:>7.3f} "
+          f"{run['reports']:>7.0f} {run['window_s']:>8.1f} {run['ms_per_report']:>9.1f} {run['load']:>5.2f} "
+          f"{run['max_load']:>8.2f} {run['wait_p50_ms']:>8.0f} {run['wait_p99_ms']:>8.0f} {run['wait_mean_ms']:>5.0f}",
+          flush=True)
 
 
 if __name__ == "__main__":

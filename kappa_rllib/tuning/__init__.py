@@ -16,6 +16,7 @@ One driver fits every grid of a file at once, each its own Tune run in a thread 
 | the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says | `repair`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`) |
 | the compact view, and trials waiting for resources on a cluster | `progress` | test_cli.py, test_experiments.py |
 | the driver's files copied onto storage whole, and only those that changed | `sync.install`, `sync.WholeUploads` | test_seams.py (`test_uploads_...`, `test_whole_uploads_...`) |
+| a trial's config in its rows once a stretch (the driver's cost per report), carried forward by `report` | `config_once.ConfigOnceMixin`, report/load.py | test_config_once.py, test_report.py (`..._config-once`), test_driver_cluster_replay.py |
 | result storage: folders and bucket URIs | `storage` | test_cluster_configs.py, test_report.py |
 | Tune's console output under the compact view | `output` | test_experiments.py |
 
