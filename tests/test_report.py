@@ -214,12 +214,12 @@ def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, 
         thin, last = [], None
         for row in rows:
             since = row.get("iterations_since_restore")
-            if isinstance(since, int) and since > 1 and row["config"] == last:
+            if isinstance(since, int) and since > 2 and row["config"] == last:
                 row = {k: v for k, v in row.items() if k != "config"}
             else:
                 last = row["config"]
             thin.append(row)
-        assert sum("config" in r for r in thin) <= len(rows) / 2, case  # half the rows or more without it
+        assert any("config" not in r for r in thin), case  # rows without it
         rows = thin
     trial = tmp_path / "pbt" / "member"
     trial.mkdir(parents=True)
@@ -232,6 +232,31 @@ def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, 
             json.dumps({"training_iteration": manifest[0], "time_total_s": manifest[1]}))
     [run] = report.load_runs(tmp_path)
     assert (run.episode_returns, run.timelines) == ([float(r) for r in returns], timelines), case
+
+
+def test_a_second_exploit_whose_first_row_was_cut_short_keeps_the_config_explore_gave_it(tmp_path):
+    """With the config on a stretch's first two rows only (kappa_rllib.tuning.config_once), a kill or a full disk
+    that cuts the first row of an exploit's stretch leaves the config on the second: the exploit reads as one,
+    as with the config on every row."""
+    rows = OWN + [_row(3, 1, 3.5, 1.0, 30.0, config={"kappa": 0.9}), _row(4, 2, 4.5, 2.0, 40.0, config={"kappa": 0.9}),
+                  _row(3, 1, 3.75, 1.25, 300.0, config={"kappa": 0.95}),
+                  _row(4, 2, 4.75, 2.25, 400.0, config={"kappa": 0.95}),
+                  _row(5, 3, 5.75, 3.25, 500.0, config={"kappa": 0.95})]
+    out = {}
+    for name, thin in (("every row", False), ("config once", True)):
+        lines = [json.dumps({k: v for k, v in r.items() if not (thin and k == "config" and r["iterations_since_restore"] > 2
+                                                                 and r["config"] == rows[i - 1].get("config"))})
+                 for i, r in enumerate(rows)]
+        assert thin is ("config" not in lines[-1])
+        lines[7] = lines[7][:40]  # the second exploit's first row, cut short
+        trial = tmp_path / name / "pbt" / "member"
+        trial.mkdir(parents=True)
+        (tmp_path / name / "pbt" / "kappa_population.json").write_text("{}")
+        (trial / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
+        (trial / "result.json").write_text("\n".join(lines) + "\n")
+        [run] = report.load_runs(tmp_path / name)
+        out[name] = run.episode_returns, run.timelines
+    assert out["config once"] == out["every row"] == ([1.0, 2.0, 3.0, 4.0, 5.0, 30.0, 40.0, 400.0, 500.0], (5, 7))
 
 
 @pytest.mark.parametrize("config_once", [False, True], ids=["config-every-row", "config-once"])
@@ -295,7 +320,7 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
     (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
     (folder / "params.json").write_text(json.dumps({"env": BREAKOUT, "seed": 0, "kappa": 0.84, "c_fa": 0.05}))
     (folder / "result.json").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
-    assert sum("config" in r for r in rows) == (5 if config_once else len(rows))  # a start, four restores
+    assert sum("config" in r for r in rows) == (9 if config_once else len(rows))  # a start, four restores: 2 each, 1
     [run] = report.load_runs(tmp_path)
     kept = [*range(350), 395]
     assert run.episode_returns == [rows[i]["env_runners"]["episode_returns"][0] for i in kept]

@@ -546,8 +546,13 @@ def test_trials_waiting_for_resources_on_a_cluster_say_so_about_every_minute(mon
     out = io.StringIO()
     monkeypatch.setattr(ray, "available_resources", lambda: {"CPU": 0.0})
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    # an actor waits to be placed (Ray's state API would ask whatever Ray this test process last joined, and
+    # take its time doing so)
+    monkeypatch.setattr(resources, "_actors_waiting", lambda need: True)
     with resources.WaitNotice("kappa-pi-trpo", {"CPU": 41.0}, interval_s=0.05, out=out) as notice:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while notice.lines < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
     assert notice.lines >= 2
     assert out.getvalue().splitlines()[0].endswith("s for resources: the run asks for 41 CPUs; the cluster has 0 CPU "
                                                    "free (of 2)")

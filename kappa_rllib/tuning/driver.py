@@ -97,10 +97,12 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             callbacks += tune_callbacks(list(track), project_name=tracking.project(track_project), group=grid.name,
                                         results_folder=os.getcwd() if stores.is_uri(storage) else storage,
                                         entity_name=tracking.entity(wandb_entity))
+        from kappa_rllib.tuning.config_once import ConfigOnLastResult
         from kappa_rllib.tuning.tracking import tune_loggers
 
-        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers
-        callbacks += tune_loggers(tensorboard=tensorboard)
+        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers; then the
+        # trial's config onto the result Tune keeps as its last (ResultGrid's Result.config), not logged
+        callbacks += tune_loggers(tensorboard=tensorboard) + [ConfigOnLastResult()]
         jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                        checkpoint_every=checkpoint_every, max_failures=max_failures,
                                        verbose=0 if compact else verbose, callbacks=callbacks), started))
