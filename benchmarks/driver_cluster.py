@@ -9,7 +9,7 @@ view, the retry policy, the state backup, sync.py's whole uploads, Tune's JSON/C
 experiment state). FILE's one grid runs light trials (driver_cluster_parts/replay.py) that replay real
 kappa-PI-TRPO result rows (recorded from a 2M-step HalfCheetah run, each ~2.2 KB plus Tune's own keys),
 with a real trial's `config` (~13.5 KB, which Tune adds to a row, and kappa_rllib.tuning.config_once keeps
-on a stretch's first row only, as in a real trial; `--compare` also runs the driver as it was before
+on a stretch's first two rows only, as in a real trial; `--compare` also runs the driver as it was before
 2026-12-02: TensorBoard's logger on and the config in every row), checkpointing every K iterations
 (small checkpoints) and ending by the grid's stop rule (`done`). The driver's work is per report, so N
 trials at the real interval I (5 s) are emulated by M = min(N, --actors) actors each reporting every

@@ -1,6 +1,6 @@
 """benchmarks/driver_cluster.py's light trial replays the recorded kappa-PI-TRPO rows as Tune would see them
 (no Ray started): the same keys and values row after row (`perf`: Tune's system monitor, as in a real trial), the trainable's own step() times, `done` at its
-deadline, a config as big as a real trial's (on a stretch's first row, as a real trial reports it), and the grid the driver checks."""
+deadline, a config as big as a real trial's (on a stretch's first two rows, as a real trial reports it), and the grid the driver checks."""
 
 import json
 import sys

@@ -208,7 +208,7 @@ OWN = [_row(i, i, float(i), float(i), float(i)) for i in range(1, 6)]  # iterati
 @pytest.mark.parametrize("config_once", [False, True], ids=["config-every-row", "config-once"])
 def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, rows, manifest, returns, timelines,
                                                                config_once):
-    """config-once: the rows as this package's trials write them, the config only on a stretch's first row and
+    """config-once: the rows as this package's trials write them, the config only on a stretch's first two rows and
     where it changed (kappa_rllib.tuning.config_once); the report reads them as rows that all carry it."""
     if config_once:
         thin, last = [], None

@@ -500,6 +500,12 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert out.stderr.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 1
     check_invariants(storage / "seams", grids=("kappa_pi_dqn", "dqn"))
+    # the trial kept finished has its config on Tune's last result (Result.config), which its rows lack
+    state_file = sorted((storage / "seams" / "kappa_pi_dqn").glob("experiment_state-*.json"))[-1]
+    [row] = json.loads(state_file.read_text())["trial_data"]
+    trial = Trial.from_json_state(row[0], stub=True)
+    trial.restore_run_metadata(row[1])
+    assert trial.run_metadata.last_result["config"]["seed"] == trial.config["seed"], trial.run_metadata.last_result
     for grid in ("kappa_pi_dqn", "dqn"):  # no trial left live for the shared cap to count forever
         search_file = sorted((storage / "seams" / grid).glob("basic-variant-state-*.json"))[-1]
         assert cloudpickle.loads(search_file.read_bytes())["_live_trials"] == set(), grid

@@ -14,7 +14,7 @@ machine next to nothing.
   param space: a real trial's params.json, kappa_pi_trpo_params.json, with a seed axis of `trials` values and the
   replay settings), `update_from_dict` and `validate` (Grid.validate). So each trial's `config` is as big as a
   real one's (~13.5 KB of JSON), and it reaches the rows as a real trial's does: Tune adds it to every row,
-  and `ConfigOnceMixin` keeps it only on a stretch's first row (kappa_rllib.tuning.config_once); with the
+  and `ConfigOnceMixin` keeps it only on a stretch's first two rows (kappa_rllib.tuning.config_once); with the
   grid's `config_every_row` (the benchmark's --compare) on every row, as before that.
 * `replay_grid(...)`: the Grid a benchmark's experiment file returns.
 

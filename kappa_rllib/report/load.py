@@ -133,7 +133,7 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
-        # A trial reports its config on a stretch's first row and when it changes (kappa_rllib.tuning.config_once):
+        # A trial reports its config on a stretch's first two rows and when it changes (kappa_rllib.tuning.config_once):
         # the rows between have the last one's.
         if "config" in row:
             config = row["config"]

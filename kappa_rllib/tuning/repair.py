@@ -256,7 +256,8 @@ def _keep_finished(trial, row, manager, whole, last_result: dict) -> None:
 
     if whole:
         _point_at(manager, whole[-1])
-    trial.run_metadata.last_result = last_result
+    # its last row carries no config (kappa_rllib.tuning.config_once): Tune reads Result.config from here
+    trial.run_metadata.last_result = {**last_result, "config": last_result.get("config", trial.config)}
     trial_state = json.loads(row[0])
     trial_state["status"] = "TERMINATED"
     row[0] = json.dumps(trial_state, indent=2)
