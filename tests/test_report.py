@@ -183,6 +183,20 @@ def _row(i, since, total, run, ret, **extra):
     return {k: v for k, v in row.items() if v is not None}
 
 
+def _config_once(rows):
+    """The rows as this package's trials write them (kappa_rllib.tuning.config_once): the config on a stretch's
+    first two rows and where it changed."""
+    thin, last = [], None
+    for row in rows:
+        since = row.get("iterations_since_restore")
+        if isinstance(since, int) and since > 2 and row["config"] == last:
+            row = {k: v for k, v in row.items() if k != "config"}
+        else:
+            last = row["config"]
+        thin.append(row)
+    return thin
+
+
 OWN = [_row(i, i, float(i), float(i), float(i)) for i in range(1, 6)]  # iterations 1-5, its clock at 1 ... 5 s
 
 
@@ -211,16 +225,8 @@ def test_a_population_members_restores_read_from_tunes_counters(tmp_path, case, 
     """config-once: the rows as this package's trials write them, the config only on a stretch's first two rows and
     where it changed (kappa_rllib.tuning.config_once); the report reads them as rows that all carry it."""
     if config_once:
-        thin, last = [], None
-        for row in rows:
-            since = row.get("iterations_since_restore")
-            if isinstance(since, int) and since > 2 and row["config"] == last:
-                row = {k: v for k, v in row.items() if k != "config"}
-            else:
-                last = row["config"]
-            thin.append(row)
-        assert any("config" not in r for r in thin), case  # rows without it
-        rows = thin
+        rows = _config_once(rows)
+        assert any("config" not in r for r in rows), case  # rows without it
     trial = tmp_path / "pbt" / "member"
     trial.mkdir(parents=True)
     (tmp_path / "pbt" / "kappa_population.json").write_text("{}")
@@ -244,9 +250,7 @@ def test_a_second_exploit_whose_first_row_was_cut_short_keeps_the_config_explore
                   _row(5, 3, 5.75, 3.25, 500.0, config={"kappa": 0.95})]
     out = {}
     for name, thin in (("every row", False), ("config once", True)):
-        lines = [json.dumps({k: v for k, v in r.items() if not (thin and k == "config" and r["iterations_since_restore"] > 2
-                                                                 and r["config"] == rows[i - 1].get("config"))})
-                 for i, r in enumerate(rows)]
+        lines = [json.dumps(r) for r in (_config_once(rows) if thin else rows)]
         assert thin is ("config" not in lines[-1])
         lines[7] = lines[7][:40]  # the second exploit's first row, cut short
         trial = tmp_path / name / "pbt" / "member"
