@@ -790,8 +790,9 @@ def test_kappa_best_against_kappa_0_compares_the_best_multi_step_c_fa_cell_with_
 def test_kappa_best_against_kappa_0_takes_the_baseline_as_kappa_1(tmp_path):
     """Where no 0 < kappa < 1 cell beats it, the baseline (kappa = 1: a kappa algorithm at kappa = 1 is
     TRPO exactly) is the kappa_best that kappa = 0 is compared with: Swimmer's, whose paper kappa_best is 1.
-    A multi-step cell above the baseline is still taken, and the main table's kappa_best column (kappa < 1)
-    stays as it was."""
+    A multi-step cell above the baseline is still taken. The main table's kappa_best column is taken over
+    kappa < 1, and only where a kappa in (0, 1) was run: a variant run at kappa = 0 alone has no kappa_best
+    (so no aggregate takes its kappa = 0 cell for one)."""
     runs = (_runs("Swimmer-v5", [110, 120, 130])  # TRPO, the paper's kappa_best there
             + _runs("Swimmer-v5", [40, 45, 115], variant="kappa-pi", kappa=0.0)  # 8 of 9 pairs below TRPO
             + _runs("Swimmer-v5", [46, 46, 46], variant="kappa-vi", kappa=0.0)
@@ -804,8 +805,11 @@ def test_kappa_best_against_kappa_0_takes_the_baseline_as_kappa_1(tmp_path):
     assert "| Swimmer-v5 (C_FA 0.2) | kappa-vi | 1 (120, n=3) | 0 (46, n=3) | 1.00 | [1.00, 1.00] |" in zero
     assert "| Hopper-v5 (C_FA 0.2) | kappa-pi | 0.68 (310, n=3) | 0 (200, n=3) | 1.00 |" in zero
     assert "| kappa-pi, 2 envs | 0.94 |" in zero  # (8 / 9 + 1) / 2
-    [swimmer] = [t for t in report.build_tables(runs) if t.env == "Swimmer-v5"]
-    assert swimmer.rows["kappa-pi"]["kappa_best"].param == 0.0  # the table's column: kappa < 1 only
+    swimmer, hopper = sorted((t for t in report.build_tables(runs)), key=lambda t: t.env != "Swimmer-v5")
+    assert set(swimmer.rows["kappa-pi"]) == set(swimmer.rows["kappa-vi"]) == {"kappa_0"}
+    assert swimmer.rows["kappa-pi"]["kappa_0"].mean == pytest.approx(200 / 3)
+    assert swimmer.rows[""]["baseline"].mean == 120.0
+    assert hopper.rows["kappa-pi"]["kappa_best"].param == 0.68  # kappa < 1: never the baseline
 
 
 def _heat_run(kappa, c_fa, score, seed=0, variant="kappa-pi"):

@@ -130,7 +130,10 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
                 # the baseline column, and would make kappa_best >= baseline by construction
                 regular = [r for r in mine if not r.naive and not r.is_baseline]
                 best = _best_param_cell(regular, lambda r: r.kappa)
-                if best:
+                # and only where a kappa in (0, 1) was run: a variant run at kappa = 0 alone has searched no
+                # kappa, so it has a kappa = 0 column and no kappa_best (Swimmer's table2_columns cells, whose
+                # paper kappa_best is 1: the baseline column)
+                if best and any(0.0 < r.kappa < 1.0 for r in regular):
                     cells["kappa_best"] = best
                 zero = [r.score for r in regular if r.kappa == 0.0]
                 if zero:
