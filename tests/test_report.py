@@ -771,7 +771,8 @@ def test_kappa_best_against_kappa_0_compares_the_best_multi_step_c_fa_cell_with_
     _, sections = _improvement_sections(tmp_path, runs)
     assert list(sections) == ["N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)", KAPPA_0_SECTION]
     zero = sections[KAPPA_0_SECTION]
-    assert "| env | variant | kappa_best cell: kappa (mean, n) | kappa = 0 cell: kappa (mean, n) | P(kappa_best > kappa = 0) | 95% CI |" in zero
+    assert ("| env | variant | kappa_best cell (0 < kappa <= 1): kappa (mean, n) | kappa = 0 cell: kappa (mean, n) "
+            "| P(kappa_best > kappa = 0) | 95% CI |") in zero
     assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (400, n=3) | 0 (110, n=3) | 1.00 | [1.00, 1.00] |" in zero
     assert "| Walker2d-v5 (C_FA 0.2) | kappa-vi | 0.68 (6, n=3) | 0 (6, n=3) | 0.50 |" in zero  # 3 ties, 3 above, 3 below
     assert "| Hopper-v5 (C_FA 0.2) | kappa-vi | 0.68 (20, n=3) | 0 (0, n=3) | 1.00 |" in zero
@@ -810,6 +811,15 @@ def test_kappa_best_against_kappa_0_takes_the_baseline_as_kappa_1(tmp_path):
     assert swimmer.rows["kappa-pi"]["kappa_0"].mean == pytest.approx(200 / 3)
     assert swimmer.rows[""]["baseline"].mean == 120.0
     assert hopper.rows["kappa-pi"]["kappa_best"].param == 0.68  # kappa < 1: never the baseline
+    # a variant sampled otherwise (one sub-env) takes the baseline sampled as it was, never the default's
+    for r in (one := _runs("Swimmer-v5", [300, 300, 300]) + _runs("Swimmer-v5", [50, 200, 350], variant="kappa-pi",
+                                                                   kappa=0.0)):
+        r.sampling, r.variant = "num_envs_per_env_runner=1", r.variant + " (num_envs_per_env_runner=1)"
+    _, sections = _improvement_sections(tmp_path, runs + one)
+    zero = sections[KAPPA_0_SECTION]
+    assert "| Swimmer-v5 (C_FA 0.2) | kappa-pi (num_envs_per_env_runner=1) | 1 (300, n=3) | 0 (200, n=3) | 0.67 |" \
+           in zero  # 6 of 9 pairs above (the default layout's TRPO, at 110-130, would give 0.33)
+    assert "| Swimmer-v5 (C_FA 0.2) | kappa-pi | 1 (120, n=3) | 0 (67, n=3) | 0.89 |" in zero
 
 
 def _heat_run(kappa, c_fa, score, seed=0, variant="kappa-pi"):
