@@ -209,8 +209,8 @@ def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score
     """`improvement.md`: rliable's probability of improvement for each of `COMPARISONS` that has a row, a
     section each: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive N_kappa = T
     (P(kappa_best cell > naive cell)); kappa_best against GAE at its best lambda < 1; the best cell of
-    0 < kappa <= 1 (the baseline is kappa = 1) against the same variant's kappa = 0. Each per env and kappa variant with both cells, with its 95% CI, and over the
-    envs where every pair has the same number of seeds. Nothing if no table has a row for any of them."""
+    0 < kappa <= 1 (the baseline is kappa = 1) against the same variant's kappa = 0. Each per env and kappa
+    variant with both cells, with its 95% CI, and over the envs where every pair has the same number of seeds. Nothing if no table has a row for any of them."""
     sections = [lines for c in COMPARISONS if (lines := _improvement_section(tables, c, reps, score_window))]
     if not sections:
         return []
