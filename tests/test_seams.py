@@ -235,6 +235,66 @@ def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_
     assert not list((storage / "seams").rglob("*.kappa-tmp"))  # what a kill mid-copy left, deleted on resume
 
 
+
+@pytest.mark.learning
+def test_wandb_rows_a_killed_driver_lost_are_logged_again_by_resume(tmp_path):
+    """W&B's writer holds a run's rows in memory: a driver killed after its trial's second checkpoint leaves
+    W&B's run file without rows that result.json on storage has. --resume logs them again before the trial
+    goes on; and a trial that had ended (its W&B file cut to its header here, as such a kill leaves it) gets
+    its rows again in a W&B run of its own at the end of a --resume with nothing left to run."""
+    from kappa_rllib.tuning.tracking import wandb_steps
+
+    file, storage, ray_tmp = seam_file(tmp_path), tmp_path / "results", Path(f"/tmp/ks{os.getpid()}w")
+    env = environment(ray_tmp)
+    args = tune_args(file, storage, "--grids", "kappa_pi_dqn", "--track", "wandb", "--track-project", "seams")
+    file_dir = storage / "seams"
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline:  # the trial's checkpoint at iteration 2 on storage, and its rows
+            results = list(file_dir.glob("kappa_pi_dqn/*/result.json"))
+            if results and list(results[0].parent.glob("checkpoint_000001")) and \
+                    len(results[0].read_text().splitlines()) >= 2:
+                break
+            assert proc.poll() is None, "the run ended before its trial's second checkpoint"
+            time.sleep(0.2)
+        else:
+            pytest.fail("no second checkpoint within 300 s")
+    finally:
+        kill_all(proc, ray_tmp)
+    stored = [json.loads(line) for line in results[0].read_text().splitlines()]
+    trial_id = stored[0]["trial_id"]
+    lost = {r[STEP.split("/")[0]][STEP.split("/")[1]] for r in stored} - wandb_steps(file_dir, trial_id)
+    assert lost, "W&B's file kept every row: the premise (a killed writer loses its rows) no longer holds"
+    out = run([*args, "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_invariants(file_dir, grids=("kappa_pi_dqn",), wandb=True)
+
+    for path in file_dir.glob(f"wandb/offline-run-*-{trial_id}/run-{trial_id}.wandb"):
+        path.write_bytes(path.read_bytes()[:7])  # its header only: what a kill before W&B's writer ran leaves
+    assert not wandb_steps(file_dir, trial_id)
+    out = run([*args, "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    check_invariants(file_dir, grids=("kappa_pi_dqn",), wandb=True)
+    folders = len(list(file_dir.glob(f"wandb/offline-run-*-{trial_id}")))
+    out = run([*args, "--resume"], env)  # W&B holds them now: no run of the trial is added
+    assert out.returncode == 0 and folders == len(list(file_dir.glob(f"wandb/offline-run-*-{trial_id}")))
+
+
+def test_replay_rows_takes_the_last_timeline_up_to_the_checkpoint_less_what_wandb_holds():
+    from kappa_rllib.tuning.tracking import replay_rows
+
+    def row(iteration, steps):
+        return {"training_iteration": iteration, "env_runners": {"num_env_steps_sampled_lifetime": steps}}
+
+    # iterations 1-3, a rollback to 1 (3 lost: 2 and 3 rerun with other steps), then 2 and 3 again
+    rows = [row(1, 100), row(2, 200), row(3, 300), row(2, 210), row(3, 310)]
+    assert replay_rows(rows, set()) == [row(1, 100), row(2, 210), row(3, 310)]
+    assert replay_rows(rows, {100, 310}) == [row(2, 210)]
+    assert replay_rows(rows, {100}, up_to=2) == [row(2, 210)]
+    assert replay_rows(rows, set(), up_to=0) == []
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("clusters")
 def test_errored_trials_resumed_with_a_new_cap_and_retry_budget(tmp_path):

@@ -10,36 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from kappa_rllib.tuning.tracking import wandb_records
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "kappa_rllib.cli"]
 OFFLINE = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "MLFLOW_TRACKING_URI": ""}
 STEP = "env_runners/num_env_steps_sampled_lifetime"  # RLlib's ENV_RUNNER_RESULTS / NUM_ENV_STEPS_SAMPLED_LIFETIME
-
-
-def wandb_records(path: Path):
-    """The protobuf records of a W&B run file (`run-ID.wandb`): a 7-byte header (":W&B", magic, version),
-    then LevelDB's log format (32 KiB blocks; per record a 7-byte header: CRC, length, type
-    1 full / 2 first / 3 middle / 4 last)."""
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", data[:8]
-    i, buf, block = 7, b"", 32768
-    while i + 7 <= len(data):
-        left = block - i % block
-        if left < 7:  # a block's tail too short for a header is padding
-            i += left
-            continue
-        length, kind = int.from_bytes(data[i + 4:i + 6], "little"), data[i + 6]
-        if kind == 0:  # zeros to the end of the block
-            i += left
-            continue
-        chunk, i = data[i + 7:i + 7 + length], i + 7 + length
-        buf = chunk if kind in (1, 2) else buf + chunk
-        if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(buf)
-            yield record
 
 
 def wandb_run(folder: Path, with_axes: bool = False):

@@ -16,11 +16,20 @@ One file, one store, however many grids run at once (docs/experiments.md, "Track
   not above the last one. Here W&B keeps its own step (monotone: every row is kept) and the x-axis is
   the env steps (`define_metric`): a rollback shows as the line going back on the env-step axis and
   covering it again. A trial resumed by a new driver goes on in its own W&B run (`resume="allow"`).
+  W&B's writer (wandb-core) holds a run's rows in memory until it ends or fills a 32 KiB block, so a
+  killed driver's W&B runs keep none of their last rows, often none at all (a 7-byte file), while Tune's
+  result.json on storage has them. So a trial that a new driver starts again, or finds ended, first gets
+  the rows of its result.json that no local W&B file of its run holds (`KappaWandb`, `replay_rows`): up
+  to the checkpoint it goes on from (the later rows it logs again as it reruns them), or all of them.
+  Online, W&B's server may hold some of them already (its stream runs ahead of the local file): those
+  show twice, at the same env step with the same values.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 from ray.tune.logger import LoggerCallback, TBXLoggerCallback
 
@@ -70,7 +79,7 @@ def tune_callbacks(backends: list[str], *, project_name: str, group: str, result
 
 
 def _wandb_callback(project_name, group, results_folder, entity_name):
-    from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
+    from ray.air.integrations.wandb import WandbLoggerCallback, _QueueItem, _WandbLoggingActor
 
     class KappaWandbActor(_WandbLoggingActor):
         """Ray's W&B logging actor (one per trial): metrics as `tracking.metrics()`, against env steps,
@@ -89,7 +98,50 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
             return metrics(result), config_update
 
     class KappaWandb(WandbLoggerCallback):
+        """Ray's W&B callback, with the rows a killed driver's W&B runs lost logged again (the module's
+        docstring): once per trial and driver, before the trial's first new row (it starts again) or at
+        the first step or the end of the run (it had ended)."""
+
         _logger_actor_cls = KappaWandbActor
+
+        def _seen(self) -> set:
+            if not hasattr(self, "_seen_trials"):  # trial ids this driver has looked at
+                self._seen_trials = set()
+            return self._seen_trials
+
+        def log_trial_start(self, trial):
+            first = trial.trial_id not in self._seen()
+            self._seen().add(trial.trial_id)
+            super().log_trial_start(trial)
+            if first and trial.checkpoint is not None:  # no checkpoint: it starts from scratch, rows and all
+                up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
+                self._replay(trial, up_to)
+
+        def _replay(self, trial, up_to) -> None:
+            rows = replay_rows(stored_rows(trial), wandb_steps(Path(self.kwargs["dir"]), trial.trial_id), up_to)
+            if rows:
+                self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
+
+        def _ended(self, trials) -> None:
+            for trial in trials:
+                if trial.status in ("TERMINATED", "ERROR") and trial.trial_id not in self._seen():
+                    self._seen().add(trial.trial_id)
+                    rows = replay_rows(stored_rows(trial), wandb_steps(Path(self.kwargs["dir"]), trial.trial_id))
+                    if rows:  # its own W&B run again, these rows, its end
+                        super().log_trial_start(trial)
+                        self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
+                        self._signal_logging_actor_stop(trial)
+
+        def on_step_begin(self, iteration, trials, **info):
+            if not getattr(self, "_ends_checked", False):
+                self._ends_checked = True
+                self._ended(trials)
+
+        def on_experiment_end(self, trials, **info):
+            if not getattr(self, "_ends_checked", False):  # a run with nothing left to step (all had ended)
+                self._ends_checked = True
+                self._ended(trials)
+            super().on_experiment_end(trials, **info)
 
     kwargs = {"entity": entity_name} if entity_name else {}
     return KappaWandb(project=project_name, group=group, dir=str(_results_dir(results_folder)), resume="allow",
@@ -107,6 +159,82 @@ class _OwnStep:
 
     def log(self, data, step=None, **kwargs):
         return self._module.log(data, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------ W&B after a kill
+def wandb_records(path: Path):
+    """The protobuf records of a W&B run file (`run-ID.wandb`), as far as they are whole: a 7-byte header
+    (":W&B", magic, version), then LevelDB's log format (32 KiB blocks; per record a 7-byte header: CRC,
+    length, type 1 full / 2 first / 3 middle / 4 last). wandb (0.31) ships no reader of its own in Python."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        return
+    i, buf, block = 7, b"", 32768
+    while i + 7 <= len(data):
+        left = block - i % block
+        if left < 7:  # a block's tail too short for a header is padding
+            i += left
+            continue
+        length, kind = int.from_bytes(data[i + 4:i + 6], "little"), data[i + 6]
+        if kind == 0:  # zeros to the end of the block
+            i += left
+            continue
+        if i + 7 + length > len(data):  # cut short (a killed writer)
+            return
+        chunk, i = data[i + 7:i + 7 + length], i + 7 + length
+        buf = chunk if kind in (1, 2) else buf + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            try:
+                record.ParseFromString(buf)
+            except Exception:  # noqa: BLE001 (protobuf's DecodeError): not a whole record
+                return
+            yield record
+
+
+def wandb_steps(results_folder: Path, run_id: str) -> set[int]:
+    """The env steps of the rows that W&B's local files of the run `run_id` hold: every run folder of that
+    id under `results_folder/wandb` (offline-run-*, or run-* online), one per driver that logged it."""
+    key, steps = step_key(), set()
+    for path in Path(results_folder).glob(f"wandb/*run-*-{run_id}/run-{run_id}.wandb"):
+        for record in wandb_records(path):
+            if record.WhichOneof("record_type") == "history":
+                for item in record.history.item:
+                    if (item.key or "/".join(item.nested_key)) == key:
+                        steps.add(int(json.loads(item.value_json)))
+    return steps
+
+
+def stored_rows(trial) -> list[dict]:
+    """A trial's rows in its result.json on storage (what --resume goes on from), rows cut short left out."""
+    path = Path(trial.storage.trial_fs_path, "result.json").as_posix()
+    try:
+        with trial.storage.storage_filesystem.open_input_stream(path) as f:
+            data = f.read()
+    except OSError:  # FileNotFoundError among them: no row reached storage
+        return []
+    rows = []
+    for line in data.splitlines():
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            continue
+    return rows
+
+
+def replay_rows(rows: list[dict], held: set[int], up_to: int | None = None) -> list[dict]:
+    """The rows W&B lacks: of `rows` as the trial's last timeline went (a row replaces the rolled-back rows
+    of its iteration and after), those at or before iteration `up_to` (None: all) whose env steps are not
+    in `held`."""
+    line = []
+    for row in rows:
+        while line and line[-1].get("training_iteration", 0) >= row.get("training_iteration", 0):
+            line.pop()
+        line.append(row)
+    return [row for row in line if (up_to is None or row.get("training_iteration", 0) <= up_to)
+            and env_steps(row) not in held]
 
 
 # ------------------------------------------------------------------------------------------ MLflow
