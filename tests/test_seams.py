@@ -285,14 +285,17 @@ def test_wandb_rows_a_killed_driver_lost_are_logged_again_by_resume(tmp_path):
 def test_replay_rows_takes_the_last_timeline_up_to_the_checkpoint_less_what_wandb_holds():
     from kappa_rllib.tuning.tracking import replay_rows
 
-    def row(iteration, steps):
-        return {"training_iteration": iteration, "env_runners": {"num_env_steps_sampled_lifetime": steps}}
+    def row(iteration, seconds):  # the kappa algorithms end iteration k at the same env step on any timeline
+        return {"training_iteration": iteration, "time_total_s": seconds,
+                "env_runners": {"num_env_steps_sampled_lifetime": 100 * iteration}}
 
-    # iterations 1-3, a rollback to 1 (3 lost: 2 and 3 rerun with other steps), then 2 and 3 again
-    rows = [row(1, 100), row(2, 200), row(3, 300), row(2, 210), row(3, 310)]
-    assert replay_rows(rows, set()) == [row(1, 100), row(2, 210), row(3, 310)]
-    assert replay_rows(rows, {100, 310}) == [row(2, 210)]
-    assert replay_rows(rows, {100}, up_to=2) == [row(2, 210)]
+    # iterations 1-3, a rollback to 1 (2 and 3 rerun, at the same env steps, later), then 2 and 3 again
+    rows = [row(1, 1.5), row(2, 3.0), row(3, 4.5), row(2, 9.0), row(3, 10.5)]
+    assert replay_rows(rows, set()) == [row(1, 1.5), row(2, 9.0), row(3, 10.5)]
+    # W&B holds the first timeline (1-3): the rerun 2 and 3 are what it lacks
+    assert replay_rows(rows, {(100, 1.5), (200, 3.0), (300, 4.5)}) == [row(2, 9.0), row(3, 10.5)]
+    assert replay_rows(rows, {(100, 1.5), (300, 10.5)}, up_to=3) == [row(2, 9.0)]
+    assert replay_rows(rows, {(100, 1.5)}, up_to=2) == [row(2, 9.0)]
     assert replay_rows(rows, set(), up_to=0) == []
 
 @pytest.mark.slow

@@ -118,7 +118,7 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
                 self._replay(trial, up_to)
 
         def _replay(self, trial, up_to) -> None:
-            rows = replay_rows(stored_rows(trial), wandb_steps(Path(self.kwargs["dir"]), trial.trial_id), up_to)
+            rows = replay_rows(stored_rows(trial), wandb_held(Path(self.kwargs["dir"]), trial.trial_id), up_to)
             if rows:
                 self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
 
@@ -126,7 +126,7 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
             for trial in trials:
                 if trial.status in ("TERMINATED", "ERROR") and trial.trial_id not in self._seen():
                     self._seen().add(trial.trial_id)
-                    rows = replay_rows(stored_rows(trial), wandb_steps(Path(self.kwargs["dir"]), trial.trial_id))
+                    rows = replay_rows(stored_rows(trial), wandb_held(Path(self.kwargs["dir"]), trial.trial_id))
                     if rows:  # its own W&B run again, these rows, its end
                         super().log_trial_start(trial)
                         self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
@@ -194,17 +194,29 @@ def wandb_records(path: Path):
             yield record
 
 
-def wandb_steps(results_folder: Path, run_id: str) -> set[int]:
-    """The env steps of the rows that W&B's local files of the run `run_id` hold: every run folder of that
-    id under `results_folder/wandb` (offline-run-*, or run-* online), one per driver that logged it."""
-    key, steps = step_key(), set()
+def wandb_held(results_folder: Path, run_id: str) -> set[tuple]:
+    """(env steps, time_total_s) of each row that W&B's local files of the run `run_id` hold: every run
+    folder of that id under `results_folder/wandb` (offline-run-*, or run-* online), one per driver that
+    logged it. The time tells a row rerun after a rollback from the one it replaced: the kappa algorithms
+    end an iteration at the same env step whichever timeline it is on."""
+    key, held = step_key(), set()
     for path in Path(results_folder).glob(f"wandb/*run-*-{run_id}/run-{run_id}.wandb"):
-        for record in wandb_records(path):
+        try:
+            records = list(wandb_records(path))
+        except OSError:  # a run folder removed meanwhile: it holds nothing
+            continue
+        for record in records:
             if record.WhichOneof("record_type") == "history":
-                for item in record.history.item:
-                    if (item.key or "/".join(item.nested_key)) == key:
-                        steps.add(int(json.loads(item.value_json)))
-    return steps
+                items = {(i.key or "/".join(i.nested_key)): i.value_json for i in record.history.item}
+                if key in items:
+                    total = items.get("time_total_s")
+                    held.add((int(json.loads(items[key])), None if total is None else float(json.loads(total))))
+    return held
+
+
+def wandb_steps(results_folder: Path, run_id: str) -> set[int]:
+    """The env steps of the rows that W&B's local files of the run `run_id` hold (`wandb_held`)."""
+    return {steps for steps, _ in wandb_held(results_folder, run_id)}
 
 
 def stored_rows(trial) -> list[dict]:
@@ -218,23 +230,29 @@ def stored_rows(trial) -> list[dict]:
     rows = []
     for line in data.splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except ValueError:
             continue
+        if isinstance(row, dict):
+            rows.append(row)
     return rows
 
 
-def replay_rows(rows: list[dict], held: set[int], up_to: int | None = None) -> list[dict]:
+def replay_rows(rows: list[dict], held: set[tuple], up_to: int | None = None) -> list[dict]:
     """The rows W&B lacks: of `rows` as the trial's last timeline went (a row replaces the rolled-back rows
-    of its iteration and after), those at or before iteration `up_to` (None: all) whose env steps are not
-    in `held`."""
+    of its iteration and after), those at or before iteration `up_to` (None: all) whose (env steps,
+    time_total_s) are not in `held` (`wandb_held`)."""
     line = []
     for row in rows:
         while line and line[-1].get("training_iteration", 0) >= row.get("training_iteration", 0):
             line.pop()
         line.append(row)
     return [row for row in line if (up_to is None or row.get("training_iteration", 0) <= up_to)
-            and env_steps(row) not in held]
+            and (env_steps(row), _seconds(row.get("time_total_s"))) not in held]
+
+
+def _seconds(value) -> float | None:
+    return None if value is None else float(value)
 
 
 # ------------------------------------------------------------------------------------------ MLflow
