@@ -298,6 +298,75 @@ def test_replay_rows_takes_the_last_timeline_up_to_the_checkpoint_less_what_wand
     assert replay_rows(rows, {(100, 1.5)}, up_to=2) == [row(2, 9.0)]
     assert replay_rows(rows, set(), up_to=0) == []
 
+
+def _wandb_offline_run(folder: Path, run_id: str, rows: list[dict]) -> None:
+    """An offline W&B run of id `run_id` under `folder`/wandb holding `rows`, as the logging actor logs them."""
+    script = textwrap.dedent(f"""\
+        import json, sys, wandb
+        from kappa_rllib.tracking import metrics
+        run = wandb.init(mode="offline", dir={str(folder)!r}, id={run_id!r}, project="seams")
+        for row in json.loads(sys.stdin.read()):
+            run.log(metrics(row))
+        run.finish()
+        """)
+    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(rows), cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "WANDB_SILENT": "true"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_an_ended_trial_whose_rows_wandb_holds_is_checked_once_then_from_the_cache(tmp_path, monkeypatch):
+    """--resume with --track wandb looks at each ended trial for rows its W&B runs lack (`missing_rows`). A full
+    check reads result.json and every W&B file of the run (~0.3 s for a 2M-step trial); where it finds nothing
+    missing, the next --resume reads neither while W&B's files are unchanged, and reads them again when one
+    changes (here: cut to its header, as a kill leaves it)."""
+    import pyarrow.fs
+
+    from kappa_rllib.tuning import tracking
+
+    def row(iteration):
+        return {"training_iteration": iteration, "time_total_s": 1.5 * iteration,
+                "env_runners": {"num_env_steps_sampled_lifetime": 100 * iteration, "episode_return_mean": 9.0}}
+
+    rows = [row(i) for i in (1, 2, 3)]
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    trial = SimpleNamespace(trial_id="abc12_00000", last_result=rows[-1], storage=SimpleNamespace(
+        trial_fs_path=str(tmp_path / "trial"), storage_filesystem=pyarrow.fs.LocalFileSystem()))
+    _wandb_offline_run(tmp_path, trial.trial_id, rows[:2])  # a killed driver's run: its last row lost
+    reads = {"result.json": 0, "wandb": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            reads[name] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(tracking, "stored_rows", counted("result.json", tracking.stored_rows))
+    monkeypatch.setattr(tracking, "_read_held", counted("wandb", tracking._read_held))
+
+    assert tracking.missing_rows(tmp_path, trial) == [rows[2]]
+    assert tracking.missing_rows(tmp_path, trial) == [rows[2]]  # not complete: read again, W&B's files cached
+    assert reads == {"result.json": 2, "wandb": 1}
+    assert tracking.missing_rows(tmp_path, trial, up_to=2) == []  # a trial going on from its checkpoint at 2
+
+    _wandb_offline_run(tmp_path, trial.trial_id, rows[2:])  # --resume logged it again, in a run of its own
+    assert tracking.missing_rows(tmp_path, trial) == []  # the new file: a full check, W&B complete
+    assert reads == {"result.json": 4, "wandb": 2}
+    assert tracking.missing_rows(tmp_path, trial) == [] and tracking.missing_rows(tmp_path, trial) == []
+    assert reads == {"result.json": 4, "wandb": 2}  # from the cache: neither read again
+
+    trial.last_result = row(4)  # a last result the check has not seen (the trial went on): a full check
+    assert tracking.missing_rows(tmp_path, trial) == [] and reads == {"result.json": 5, "wandb": 2}
+    trial.last_result = rows[-1]
+
+    for path in tmp_path.glob(f"wandb/offline-run-*-{trial.trial_id}/run-{trial.trial_id}.wandb"):
+        path.write_bytes(path.read_bytes()[:7])  # W&B's files cut to their header: the cache no longer holds
+    assert tracking.missing_rows(tmp_path, trial) == rows and reads == {"result.json": 6, "wandb": 3}
+    cache = tmp_path / "wandb" / "kappa-held" / f"{trial.trial_id}.json"
+    cache.write_text("{not json")  # a cache cut short: the files are read
+    assert tracking.missing_rows(tmp_path, trial) == rows and reads == {"result.json": 7, "wandb": 4}
+    assert tracking.wandb_steps(tmp_path, trial.trial_id) == set()
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("clusters")
 def test_errored_trials_resumed_with_a_new_cap_and_retry_budget(tmp_path):

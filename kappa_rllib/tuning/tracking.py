@@ -22,12 +22,15 @@ One file, one store, however many grids run at once (docs/experiments.md, "Track
   the rows of its result.json that no local W&B file of its run holds (`KappaWandb`, `replay_rows`): up
   to the checkpoint it goes on from (the later rows it logs again as it reruns them), or all of them.
   Online, W&B's server may hold some of them already (its stream runs ahead of the local file): those
-  show twice, at the same env step with the same values.
+  show twice, at the same env step with the same values. What a run's W&B files hold is cached beside them
+  (`HeldCache`, `<results>/wandb/kappa-held/`), so each `--resume` of a file of many ended trials reads a
+  trial's result.json and W&B files once, not on every resume (benchmarks/wandb_resume_check.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -115,22 +118,21 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
             super().log_trial_start(trial)
             if first and trial.checkpoint is not None:  # no checkpoint: it starts from scratch, rows and all
                 up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
-                self._replay(trial, up_to)
-
-        def _replay(self, trial, up_to) -> None:
-            rows = replay_rows(stored_rows(trial), wandb_held(Path(self.kwargs["dir"]), trial.trial_id), up_to)
-            if rows:
-                self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
+                self._queue(trial, missing_rows(Path(self.kwargs["dir"]), trial, up_to))
 
         def _ended(self, trials) -> None:
             for trial in trials:
                 if trial.status in ("TERMINATED", "ERROR") and trial.trial_id not in self._seen():
                     self._seen().add(trial.trial_id)
-                    rows = replay_rows(stored_rows(trial), wandb_held(Path(self.kwargs["dir"]), trial.trial_id))
+                    rows = missing_rows(Path(self.kwargs["dir"]), trial)
                     if rows:  # its own W&B run again, these rows, its end
                         super().log_trial_start(trial)
-                        self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
+                        self._queue(trial, rows)
                         self._signal_logging_actor_stop(trial)
+
+        def _queue(self, trial, rows) -> None:  # one remote call (Ray's Queue is unbounded: it cannot fail)
+            if rows:
+                self._trial_queues[trial].put_nowait_batch([(_QueueItem.RESULT, row) for row in rows])
 
         def on_step_begin(self, iteration, trials, **info):
             if not getattr(self, "_ends_checked", False):
@@ -198,20 +200,93 @@ def wandb_held(results_folder: Path, run_id: str) -> set[tuple]:
     """(env steps, time_total_s) of each row that W&B's local files of the run `run_id` hold: every run
     folder of that id under `results_folder/wandb` (offline-run-*, or run-* online), one per driver that
     logged it. The time tells a row rerun after a rollback from the one it replaced: the kappa algorithms
-    end an iteration at the same env step whichever timeline it is on."""
+    end an iteration at the same env step whichever timeline it is on.
+
+    Reading a 2M-step trial's files takes ~0.2-0.4 s, so what they hold is kept in `HeldCache`, read again
+    only where a file of the run changed."""
+    return HeldCache(results_folder, run_id).held()
+
+
+def _read_held(paths: list[Path]) -> set[tuple]:
+    """What the W&B run files `paths` hold (`wandb_held`)."""
     key, held = step_key(), set()
-    for path in Path(results_folder).glob(f"wandb/*run-*-{run_id}/run-{run_id}.wandb"):
+    for path in paths:
         try:
             records = list(wandb_records(path))
         except OSError:  # a run folder removed meanwhile: it holds nothing
             continue
         for record in records:
-            if record.WhichOneof("record_type") == "history":
-                items = {(i.key or "/".join(i.nested_key)): i.value_json for i in record.history.item}
-                if key in items:
-                    total = items.get("time_total_s")
-                    held.add((int(json.loads(items[key])), None if total is None else float(json.loads(total))))
+            if record.WhichOneof("record_type") != "history":
+                continue
+            steps = total = None  # only the two keys looked at: a row has ~75 (a third of the time, not all)
+            for item in record.history.item:
+                name = item.key or "/".join(item.nested_key)
+                if name == key:
+                    steps = int(json.loads(item.value_json))
+                elif name == "time_total_s":
+                    total = float(json.loads(item.value_json))
+            if steps is not None:
+                held.add((steps, total))
     return held
+
+
+class HeldCache:
+    """What W&B's local files of one run hold (`wandb_held`), kept in `<results>/wandb/kappa-held/<run id>.json`
+    with the files' signatures (folder, size, modification time, taken before they are read), and the last row
+    of the trial's stored timeline through which a full check found nothing missing (`complete`). Any change to
+    the run's files (a driver logged more, a file was cut or removed) makes it read them again. A cache file
+    that cannot be read or written is no error: the files are read instead."""
+
+    def __init__(self, results_folder: Path, run_id: str):
+        self.folder, self.run_id = Path(results_folder), run_id
+        self.path = self.folder / "wandb" / "kappa-held" / f"{run_id}.json"
+
+    def _files(self) -> dict[str, list]:
+        files = {}
+        for path in self.folder.glob(f"wandb/*run-*-{self.run_id}/run-{self.run_id}.wandb"):
+            try:
+                stat = path.stat()
+            except OSError:  # removed meanwhile
+                continue
+            files[path.parent.name] = [stat.st_size, stat.st_mtime_ns]
+        return dict(sorted(files.items()))
+
+    def _entry(self) -> tuple[dict | None, dict]:
+        """The cache's entry where the run's files are as it recorded them (else None), and their signature."""
+        files = self._files()
+        try:
+            entry = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None, files
+        return (entry if isinstance(entry, dict) and entry.get("files") == files else None), files
+
+    def _save(self, entry: dict) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps(entry, separators=(",", ":")))
+            tmp.replace(self.path)  # whole or not at all: a driver killed mid-write leaves the old entry
+        except OSError:
+            pass
+
+    def held(self) -> set[tuple]:
+        entry, files = self._entry()
+        if entry is None:
+            held = _read_held([self.folder / "wandb" / name / f"run-{self.run_id}.wandb" for name in files])
+            entry = {"files": files, "held": sorted(held, key=lambda k: (k[0], k[1] is None, k[1] or 0.0))}
+            self._save(entry)
+        return {(steps, seconds) for steps, seconds in entry["held"]}
+
+    def complete(self, last: tuple) -> bool:
+        """Whether a full check found W&B holding the trial's stored timeline through its row `last` (env steps,
+        time_total_s), with the run's files as they are now."""
+        entry, _ = self._entry()
+        return entry is not None and entry.get("complete") == list(last)
+
+    def mark_complete(self, last: tuple) -> None:
+        entry, _ = self._entry()
+        if entry is not None:
+            self._save({**entry, "complete": list(last)})
 
 
 def wandb_steps(results_folder: Path, run_id: str) -> set[int]:
@@ -248,7 +323,32 @@ def replay_rows(rows: list[dict], held: set[tuple], up_to: int | None = None) ->
             line.pop()
         line.append(row)
     return [row for row in line if (up_to is None or row.get("training_iteration", 0) <= up_to)
-            and (env_steps(row), _seconds(row.get("time_total_s"))) not in held]
+            and _row_key(row) not in held]
+
+
+def missing_rows(results_folder: Path, trial, up_to: int | None = None) -> list[dict]:
+    """The rows of `trial`'s stored timeline that W&B's local files lack (`replay_rows`), up to iteration `up_to`
+    (None: all of them, for a trial that has ended). An ended trial whose last row (Tune's last result: no file
+    read) a full check found held before, with W&B's files unchanged since, lacks none: so a `--resume` of a
+    file of many finished trials reads neither their result.json nor their W&B files again (`HeldCache`)."""
+    cache = HeldCache(results_folder, trial.trial_id)
+    last = _last_key(trial) if up_to is None else None
+    if last is not None and cache.complete(last):
+        return []
+    stored = stored_rows(trial)
+    rows = replay_rows(stored, cache.held(), up_to)
+    if not rows and last is not None and stored and _row_key(stored[-1]) == last:
+        cache.mark_complete(last)
+    return rows
+
+
+def _row_key(row: dict) -> tuple:
+    return env_steps(row), _seconds(row.get("time_total_s"))
+
+
+def _last_key(trial) -> tuple | None:
+    last = getattr(trial, "last_result", None)
+    return _row_key(last) if last and "time_total_s" in last else None
 
 
 def _seconds(value) -> float | None:
