@@ -367,17 +367,21 @@ def test_an_ended_trial_whose_rows_wandb_holds_is_checked_once_then_from_the_cac
     assert tracking.missing_rows(tmp_path, trial) == rows and reads == {"result.json": 7, "wandb": 4}
     assert tracking.wandb_steps(tmp_path, trial.trial_id) == set()
 
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("clusters")
 def test_errored_trials_resumed_with_a_new_cap_and_retry_budget(tmp_path):
-    """First run: every trial's code raises at each try (--max-failures 0; the code's error is retried once,
-    then the trial errs). --resume --max-concurrent 1 --max-failures 3: the errored trials come back (Tune
-    queues them with add_trial, past the shared cap's generator) and their processes die twice (lost nodes,
-    counted by --max-failures): with this run's budget and cap they all finish, one at a time."""
+    """First run: every trial's code raises at each try (--max-failures 1: the code's error is retried once,
+    the retry raises again, and the trial errs). --resume --max-concurrent 1 --max-failures 3: the errored
+    trials come back (Tune queues them with add_trial, past the shared cap's generator) and their processes
+    die twice (lost nodes, counted by --max-failures): with this run's budget, counted from where the resume
+    took them up, and cap they all finish, one at a time (before, a trial that had errored in its code
+    error's retry kept that retry's budget, and its first lost node ended it)."""
     file, storage, ray_tmp = seam_file(tmp_path, env="crash_env:KappaCrash-v0"), tmp_path / "results", \
         Path(f"/tmp/ks{os.getpid()}b")
-    out = run(tune_args(file, storage, "--max-failures", "0"), environment(ray_tmp))
+    out = run(tune_args(file, storage, "--max-failures", "1"), environment(ray_tmp))
     assert out.returncode == 1 and out.stderr.count("[tune] failed:") == 3, (out.stdout + out.stderr)[-3000:]
+    assert all(path.read_text().count("Failure # 2") == 1 for path in (storage / "seams").glob("*/*/error.txt"))
     healed = tmp_path / "healed"
     healed.touch()  # crash_env: no more errors of the code
     exits = tmp_path / "exits"
@@ -550,6 +554,130 @@ def test_a_resumed_grid_takes_this_runs_max_failures():
     for trial in (stored, retrying, made_after):
         policy.on_trial_start(0, [], trial)
     assert (stored.max_failures, retrying.max_failures, made_after.max_failures) == (3, 2, 3)
+
+
+def test_a_trial_resumed_after_it_errored_gets_this_runs_budget_counted_from_its_resume(tmp_path):
+    """A trial whose code error's retry failed too ends with an error (Tune's count: 2 failures). Its policy
+    state (saved with Tune's, restored by --resume) says it errored, so the new driver counts its budget from
+    its 2 failures: this run's 3 node losses and a code error's retry again."""
+    from ray.exceptions import ActorDiedError
+    from ray.tune.callback import CallbackList
+
+    from kappa_rllib.tuning import retry
+
+    policy = retry.retry_policy(1)
+    trial = SimpleNamespace(trial_id="t1", max_failures=1, run_metadata=SimpleNamespace(num_failures=0),
+                            pickled_error_file=None, get_pickled_error=lambda: RuntimeError("its own code"))
+    policy.on_trial_start(0, [], trial)
+    trial.run_metadata.num_failures = 1
+    policy.on_trial_recover(1, [trial], trial)  # its code: retried once, one more failure ends it
+    assert trial.max_failures == 1
+    trial.run_metadata.num_failures = 2  # the retry raised too: Tune ends it (2 > 1)
+    policy.on_trial_error(2, [trial], trial)
+    CallbackList([policy]).save_to_dir(str(tmp_path), session_str="s")
+
+    resumed = retry.retry_policy(3)
+    CallbackList([resumed]).restore_from_dir(str(tmp_path))
+    resumed.on_trial_start(0, [], trial)
+    assert trial.max_failures == 2 + 3
+    trial.get_pickled_error = ActorDiedError
+    for failures in (3, 4):  # two lost nodes: each retried (Tune: failures <= max_failures)
+        trial.run_metadata.num_failures = failures
+        resumed.on_trial_recover(failures, [trial], trial)
+        assert trial.max_failures == 5
+    trial.get_pickled_error = lambda: RuntimeError("its own code")
+    trial.run_metadata.num_failures = 5  # an error of its code: within the budget, so retried, once
+    resumed.on_trial_recover(5, [trial], trial)
+    assert (resumed.retrying_code_error, resumed.code_errors, trial.max_failures) == ({"t1"}, {"t1": 1}, 5)
+    resumed.on_trial_start(0, [], trial)  # the retry's start in the same run: not taken for a resume
+    assert trial.max_failures == 5
+    resumed.on_checkpoint(0, [], trial, checkpoint=None)  # got past it: the code error counts in the budget
+    assert trial.max_failures == 2 + 3 + 1
+
+
+def test_the_printed_resume_command_keeps_every_setting_the_run_was_given():
+    """`resume with: ...` (a stop, a failed grid, a full disk) is the run's own command with --resume: tracking,
+    the cap, retries, checkpoints, the cluster and resources kept; defaults left out."""
+    import argparse
+    import shlex
+
+    from kappa_rllib.cli import tune as tune_verb
+
+    parser = argparse.ArgumentParser()
+    tune_verb.add_parser(parser.add_subparsers())
+    argv = ["tune", "my file.py", "--storage", "/mnt/results", "--grids", "a,b", "--max-concurrent", "40",
+            "--checkpoint-every", "50", "--max-failures", "3", "--track", "wandb,mlflow", "--track-project", "p",
+            "--wandb-entity", "lab", "--address", "ray://head:10001", "--num-cpus", "8", "--torch-threads", "2",
+            "--gpus-per-trial", "0.25", "--tensorboard", "--report"]
+    args = parser.parse_args(argv)
+    command = tune_verb._resume_command(args)
+    assert command.startswith("kappa-rllib tune 'my file.py' --storage /mnt/results --resume ")
+    resumed = parser.parse_args(shlex.split(command)[1:])
+    assert resumed.resume and {k: v for k, v in vars(resumed).items() if k != "resume"} == {
+        k: v for k, v in vars(args).items() if k != "resume"}
+    args.track = ["mlflow"]  # as check_track leaves it: a list of back-ends (no W&B: no entity)
+    assert tune_verb._resume_command(args).count("--track mlflow --track-project p --address") == 1
+    plain = parser.parse_args(["tune", "f.py"])
+    assert tune_verb._resume_command(plain) == "kappa-rllib tune f.py --storage results/tune --resume"
+
+
+@pytest.mark.learning
+def test_resume_applies_this_runs_checkpoint_every_to_the_trials_it_takes_up(tmp_path):
+    """A grid started without --checkpoint-every, stopped (SIGINT: Tune saves its state) and resumed with
+    --checkpoint-every 4: Tune keeps each trial's checkpoint settings with it, so before, no checkpoint came
+    before the trial's end. Now the trial checkpoints every 4 iterations: the last two kept (of 4, 8, ..., 20;
+    Tune numbers them from 0)."""
+    file = tmp_path / "long.py"
+    file.write_text(textwrap.dedent("""\
+        from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
+
+        def experiments(smoke=False):
+            settings = {**SMOKE_SETTINGS["dqn"], "total_env_steps": 10_000}  # 20 iterations of 500
+            return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=[0.2], num_seeds=1, variants=("pi",),
+                               baseline=False, **settings)
+        """))
+    storage, env = tmp_path / "results", environment(Path(f"/tmp/ks{os.getpid()}c"))
+    args = [*CLI, "tune", str(file), "--storage", str(storage), "--num-cpus", "1"]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and not [p for p in storage.glob("long/*/*/result.json")
+                                          if len(p.read_text().splitlines()) >= 3]:
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=300) == 130
+    assert "--checkpoint-every" not in proc.stderr.read()  # (the resume line: none was given)
+    (trial,) = storage.glob("long/*/*/result.json")
+    rows = [json.loads(line) for line in trial.read_text().splitlines()]
+    assert not rows[-1]["done"] and not list(trial.parent.glob("checkpoint_*"))
+    out = run([*args, "--resume", "--checkpoint-every", "4"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert sorted(p.name for p in trial.parent.glob("checkpoint_*")) == ["checkpoint_000003", "checkpoint_000004"]
+
+
+def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_before_ray(tmp_path):
+    """The file's first grid now makes 2 trials (a seed added), its stored run was started with 1: Tune would
+    go on with the stored run's one trial and never run the other, and every --resume would say one is left
+    (exit 130: a cluster job retrying on it loops). Refused: one line naming the grid, exit 2, nothing written,
+    before Ray starts. The same count goes on."""
+    from ray import cloudpickle
+
+    from kappa_rllib import experiments
+    from kappa_rllib.tuning import driver
+
+    file, storage = seam_file(tmp_path, seeds=2), tmp_path / "results"
+    folder = storage / "seams" / "kappa_pi_dqn"
+    folder.mkdir(parents=True)
+    state = folder / "basic-variant-state-2026-12-02_10-00-00.json"  # Tune's search state: a pickle
+    state.write_bytes(cloudpickle.dumps({"_total_samples": 1, "_finished": True}))
+    before = sorted(p.name for p in storage.rglob("*"))
+    out = run([*CLI, "tune", str(file), "--storage", str(storage), "--resume"], environment(tmp_path / "ray"))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"kappa-rllib: error: {folder}: grid 'kappa_pi_dqn' makes 2 trials in the file now, "
+                                 "its run there was started with 1: a changed grid cannot go on"), out.stderr
+    assert sorted(p.name for p in storage.rglob("*")) == before and not (tmp_path / "ray").exists()
+    state.write_bytes(cloudpickle.dumps({"_total_samples": 2, "_finished": True}))
+    driver.check_resume(experiments.load_file(str(file)), storage / "seams")  # the same trials: goes on
 
 
 def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_ones(tmp_path):

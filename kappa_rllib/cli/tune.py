@@ -36,8 +36,9 @@ def add_parser(sub) -> None:
     tune_p.add_argument("--max-concurrent", type=positive_int, default=None,
                         help="trials at once over the whole file, all its grids together (default: as many as the CPUs "
                              "allow, one CPU per trial; with a ray:// address, per grid)")
-    tune_p.add_argument("--checkpoint-every", type=int, default=0,
-                        help="also checkpoint every N training iterations (default 0: only at the end)")
+    tune_p.add_argument("--checkpoint-every", type=int, default=None,
+                        help="also checkpoint every N training iterations (default 0: only at the end; with "
+                             "--resume, the trials' own setting from the run that started them)")
     tune_p.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES,
                         help=f"restarts of a trial from its latest checkpoint after its node was lost (default "
                              f"{DEFAULT_MAX_FAILURES}; -1: unlimited); an error of the trial's own code is "
@@ -108,7 +109,7 @@ def main(args) -> int:
         grids = _select(experiments.load_file(args.file, smoke=args.smoke), args.grids, args.file)
         for grid in grids:
             grid.validate()
-        if args.checkpoint_every < 0:
+        if args.checkpoint_every is not None and args.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
         if args.max_failures < -1:
             raise ValueError(f"--max-failures must be >= 0, or -1 for unlimited, got {args.max_failures}")
@@ -122,11 +123,10 @@ def main(args) -> int:
     except (ValueError, TypeError, OSError, UsageError) as e:
         return error(one_line(e))
     storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))
-    if not args.resume:  # before Ray starts; and before any grid writes a file (kappa_rllib.tuning.driver)
-        try:
-            driver.check_fresh(grids, storage)
-        except (ValueError, OSError) as e:
-            return error(one_line(e))
+    try:  # before Ray starts; and before any grid writes a file (kappa_rllib.tuning.driver)
+        (driver.check_resume if args.resume else driver.check_fresh)(grids, storage)
+    except (ValueError, OSError) as e:
+        return error(one_line(e))
     total = sum(g.num_trials() for g in grids)
     print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage}")
     for grid in grids:
@@ -154,7 +154,7 @@ def main(args) -> int:
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it
     left = total - sum(len(rg) - driver.unfinished(rg) for rg in results.values())
-    if left:  # say so, and how to go on (and no report of a partial grid)
+    if left > 0:  # say so, and how to go on (and no report of a partial grid)
         print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
               f"to their end; resume with: {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -166,6 +166,24 @@ def main(args) -> int:
 
 
 def _resume_command(args) -> str:
-    return " ".join(["kappa-rllib tune", args.file, "--storage", str(args.storage), "--resume"]
-                    + (["--smoke"] if args.smoke else []) + (["--grids", args.grids] if args.grids else [])
-                    + (["--tensorboard"] if args.tensorboard else []))
+    """This run's command with --resume: every setting it was given kept (tracking, the cap, retries,
+    checkpoints, the cluster, resources, the report), so a line copied from the terminal goes on as it ran."""
+    import shlex
+
+    track = ",".join(args.track) if isinstance(args.track, list) else args.track
+    given = [("--smoke", args.smoke), ("--grids", args.grids), ("--max-concurrent", args.max_concurrent),
+             ("--checkpoint-every", args.checkpoint_every),
+             ("--max-failures", None if args.max_failures == DEFAULT_MAX_FAILURES else args.max_failures),
+             ("--track", track or None), ("--track-project", args.track_project if track else None),
+             ("--wandb-entity", args.wandb_entity if track and "wandb" in track else None),
+             ("--address", args.address), ("--num-cpus", args.num_cpus),
+             ("--torch-threads", None if args.torch_threads == 1 else args.torch_threads),
+             ("--gpus-per-trial", args.gpus_per_trial or None), ("--tensorboard", args.tensorboard),
+             ("--report", args.report)]
+    words = ["kappa-rllib tune", shlex.quote(args.file), "--storage", shlex.quote(str(args.storage)), "--resume"]
+    for option, value in given:
+        if value is True:
+            words.append(option)
+        elif value not in (None, False):
+            words += [option, shlex.quote(str(value))]
+    return " ".join(words)

@@ -33,7 +33,7 @@ def reregister_envs(grids) -> None:
 
 
 def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = None,
-        checkpoint_every: int = 0, max_failures: int = retry.DEFAULT_MAX_FAILURES, verbose: int = 1,
+        checkpoint_every: int | None = None, max_failures: int = retry.DEFAULT_MAX_FAILURES, verbose: int = 1,
         compact: bool = False, track: tuple[str, ...] = (), track_project: str | None = None,
         wandb_entity: str | None = None, progress_interval_s: float = 60.0, notice_waits: bool = False,
         tensorboard: bool = False) -> dict:
@@ -42,8 +42,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     their trials share the cluster (kappa_rllib.tuning.together; docs/experiments.md). With `resume`, a grid with
     nothing stored yet starts afresh. Returns {grid name: ResultGrid}. Ray must be initialised.
 
-    Trials checkpoint at their end and every `checkpoint_every` iterations (0: only at the end); the
-    last two are kept. At most `max_concurrent` trials of the whole file run at once (None: as many as
+    Trials checkpoint at their end and every `checkpoint_every` iterations (0 or None: only at the end;
+    with `resume`, None keeps each trial's own setting, a number is applied to them all); the last two are kept. At most `max_concurrent` trials of the whole file run at once (None: as many as
     the cluster holds). A trial whose node is lost restarts from its latest checkpoint up to
     `max_failures` times (-1: unlimited), one whose own code raised, once (kappa_rllib.tuning.retry).
     `compact`: Tune prints nothing and kappa_rllib.tuning.progress prints one view of the file instead (a
@@ -74,6 +74,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     board = WaitBoard()  # the file's trials waiting for resources (with notice_waits)
     if not resume:
         check_fresh(grids, storage)
+    else:
+        check_resume(grids, storage)
     jobs = []
     for grid in grids:
         path = stores.join(storage, grid.name)
@@ -103,6 +105,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers; then the
         # trial's config onto the result Tune keeps as its last (ResultGrid's Result.config), not logged
         callbacks += tune_loggers(tensorboard=tensorboard) + [ConfigOnLastResult()]
+        if resume and checkpoint_every is not None:  # last: the stateful callbacks keep their positions
+            callbacks.append(checkpoint_every_callback(checkpoint_every))
         jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                        checkpoint_every=checkpoint_every, max_failures=max_failures,
                                        verbose=0 if compact else verbose, callbacks=callbacks), started))
@@ -201,6 +205,35 @@ def _param_space_on_restore(grid, path) -> dict:
     return space
 
 
+def check_resume(grids, storage) -> None:
+    """ValueError (one line) where a grid of the file now makes another number of trials than its stored run
+    under `storage` was started with (a seed, a kappa added or taken away): Tune would go on with the stored
+    run's trials and ignore the file's, so an added trial would never run (each --resume saying it is left)
+    and a removed one would still run. Before Ray starts; nothing is written."""
+    import pyarrow.fs
+    from ray import cloudpickle
+    from ray.train._internal.storage import get_fs_and_path
+
+    from kappa_rllib.tuning import storage as stores
+
+    for grid in grids:
+        path = stores.join(storage, grid.name)
+        fs, fs_path = get_fs_and_path(str(path), None)
+        states = sorted(info.path for info in fs.get_file_info(pyarrow.fs.FileSelector(fs_path, allow_not_found=True))
+                        if info.base_name.startswith("basic-variant-state-") and info.base_name.endswith(".json"))
+        if not states:
+            continue
+        try:
+            with fs.open_input_file(states[-1]) as f:  # Tune's newest, as its restore picks it (by name)
+                stored = cloudpickle.loads(f.readall()).get("_total_samples")
+        except Exception:  # noqa: BLE001 - cut short or unreadable: repair_state and Tune's restore say so
+            continue
+        if isinstance(stored, int) and stored != grid.num_trials():
+            raise ValueError(f"{path}: grid {grid.name!r} makes {grid.num_trials()} trials in the file now, its run "
+                             f"there was started with {stored}: a changed grid cannot go on in its folder; put the "
+                             "file back as it was, or run the changed grid in another --storage")
+
+
 def _restorable(path) -> bool:
     """Tune can restore the grid at `path` and it has trials: a grid stopped before it made any (a
     Ctrl-C while the file's grids were starting) holds a Tuner's settings but no trials, and Tune's
@@ -220,6 +253,19 @@ def _restorable(path) -> bool:
         return bool(json.loads(newest.read_text()).get("trial_data"))
     except (OSError, ValueError):
         return True  # cut short (a full disk): repair.repair_state has put back a whole copy, or says so
+
+
+def checkpoint_every_callback(checkpoint_every: int):
+    """A Tune callback giving each trial this run's `--checkpoint-every` as it starts: Tune keeps a trial's
+    checkpoint settings with it (restored trials, and the trials a resumed grid's generator makes from its
+    saved spec), so without it `--resume --checkpoint-every N` would keep those the run started with."""
+    from ray import tune
+
+    class CheckpointEvery(tune.Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):
+            trial.run_metadata.checkpoint_manager.checkpoint_config.checkpoint_frequency = checkpoint_every
+
+    return CheckpointEvery()
 
 
 def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every, max_failures, verbose, callbacks):
@@ -267,7 +313,7 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
             callbacks=callbacks,
             # a population's members restore from each other's checkpoints: keep them all
             checkpoint_config=tune.CheckpointConfig(
-                checkpoint_frequency=checkpoint_every, checkpoint_at_end=True,
+                checkpoint_frequency=checkpoint_every or 0, checkpoint_at_end=True,
                 num_to_keep=None if grid.scheduler is not None else 2,
             ),
             failure_config=failure_config,

@@ -91,18 +91,36 @@ def retry_policy(max_failures: int):
         def __init__(self):
             self.code_errors: dict[str, int] = {}  # trial id -> errors of its own code so far
             self.retrying_code_error: set[str] = set()  # trials whose last failure was their own code's
+            self.errored: set[str] = set()  # trials that ended with an error (Tune's ERROR)
+            # trial id -> Tune's count of its failures when a --resume took it up after it had ended with an
+            # error: its budget counts from there
+            self.base: dict[str, int] = {}
 
         def _budget(self, trial) -> int:
             """Failures (Tune's count) the trial may reach and still be retried: N node losses plus
-            every code error it has already been retried for and got past (a new checkpoint since)."""
-            return -1 if max_failures < 0 else max_failures + self.code_errors.get(trial.trial_id, 0)
+            every code error it has already been retried for and got past (a new checkpoint since),
+            counted from where a --resume took it up after an error (`base`)."""
+            if max_failures < 0:
+                return -1
+            return self.base.get(trial.trial_id, 0) + max_failures + self.code_errors.get(trial.trial_id, 0)
 
         def on_trial_start(self, iteration, trials, trial, **info):
+            if trial.trial_id in self.errored:
+                # --resume took up a trial that had ended with an error (its retries used up): running it
+                # again is the user's call, with this run's --max-failures from here, and a code error's
+                # retry again. Tune's own count of its failures goes on: the budget counts from it.
+                self.errored.discard(trial.trial_id)
+                self.retrying_code_error.discard(trial.trial_id)
+                self.code_errors.pop(trial.trial_id, None)
+                self.base[trial.trial_id] = trial.run_metadata.num_failures
             # Tune keeps each trial's max_failures with it (restored trials, and the trials a resumed grid's
             # generator makes from its saved spec) and decides by that value: each trial takes this run's
             # --max-failures as it starts, unless it is retrying an error of its own code
             if trial.trial_id not in self.retrying_code_error:
                 trial.max_failures = self._budget(trial)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self.errored.add(trial.trial_id)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
             if is_infrastructure(last_error(trial)):
@@ -118,16 +136,19 @@ def retry_policy(max_failures: int):
         # trial's count, as Tune goes on with its own count of failures: a fresh zero would cost a trial
         # past a code error one node loss of its budget.
         def get_state(self):
-            if not (self.code_errors or self.retrying_code_error):
+            if not (self.code_errors or self.retrying_code_error or self.errored or self.base):
                 return None
             return {STATE_KEY: {"code_errors": dict(self.code_errors),
-                                "retrying_code_error": sorted(self.retrying_code_error)}}
+                                "retrying_code_error": sorted(self.retrying_code_error),
+                                "errored": sorted(self.errored), "base": dict(self.base)}}
 
         def set_state(self, state):
             mine = state.get(STATE_KEY) if isinstance(state, dict) else None
             if mine:  # Tune hands states back by the callback's index: only this policy's is taken
                 self.code_errors = dict(mine["code_errors"])
                 self.retrying_code_error = set(mine["retrying_code_error"])
+                self.errored = set(mine.get("errored", ()))  # (absent in a state saved before they were kept)
+                self.base = dict(mine.get("base", {}))
 
         def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
             # a new checkpoint after the retry: the error did not come back where it was. A result
