@@ -42,7 +42,8 @@ def add_parser(sub) -> None:
     tune_p.add_argument("--max-failures", type=int, default=DEFAULT_MAX_FAILURES,
                         help=f"restarts of a trial from its latest checkpoint after its node was lost (default "
                              f"{DEFAULT_MAX_FAILURES}; -1: unlimited); an error of the trial's own code is "
-                             "retried once, whatever N (docs/reliability.md, Faults)")
+                             "retried once where the trial has one of its N left (never with 0), and stops it if it "
+                             "comes back before a new checkpoint (docs/reliability.md, Faults)")
     add_track_options(tune_p)
     add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,

@@ -10,7 +10,13 @@ type (docs/reliability.md, "Faults"):
   was lost with its node: infrastructure, retried up to N times;
 - anything raised by the trial's own code (a RayTaskError whose cause is not one of the above): retried
   once, for a transient cause (a full disk that was freed, a file system hiccup); if that retry fails
-  again before it saves a new checkpoint, the trial stops with its error.
+  again before it saves a new checkpoint, the trial stops with its error. Tune decides whether to retry
+  (`Trial.should_recover`: failures <= max_failures) before any callback learns the error's type, so the
+  retry takes one of the N, given back once the retry checkpoints: a trial with none left (N = 0, or all
+  lost nodes) stops at an error of its code without a retry.
+
+A `--resume` that takes up a trial that had ended with an error (its budget spent) gives it this run's
+budget, counted from Tune's count of its failures then: running it again is the user's call.
 """
 
 from __future__ import annotations
