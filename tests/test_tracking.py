@@ -264,3 +264,183 @@ def test_tune_logs_each_trial_to_wandb_and_mlflow_offline(tmp_path):
         assert [(m.step, m.value) for m in history] == [
             (r["env_runners"]["num_env_steps_sampled_lifetime"], r["kappa"]["iteration"]) for r in rows]
         assert not [k for k in run.data.metrics if k.startswith("config")]
+
+
+# ------------------------------------------------------------------------------------------ MLflow on --resume
+def _as_if_killed_after_the_last_checkpoint(grid_dir: Path, *, only: str | None = None,
+                                            lose_rows: bool = False) -> None:
+    """A finished grid's Tune state rewritten as a driver killed between its trials' last checkpoint and Tune's
+    next save of its state leaves it (test_seams.py::test_resume_keeps_a_trial_that_finished_after_tunes_last_
+    state_finished): each trial (`only`: that one) RUNNING, pointed at its checkpoint before the final, live in
+    the search state; `lose_rows`: its last row never reached storage either (--resume then goes on from that
+    checkpoint instead of keeping the trial as finished)."""
+    from ray import cloudpickle
+    from ray.tune.experiment.trial import Trial
+
+    state_file = max(grid_dir.glob("experiment_state-*.json"))
+    state, faked = json.loads(state_file.read_text()), set()
+    for row in state["trial_data"]:
+        trial = Trial.from_json_state(row[0], stub=True)
+        if only is not None and trial.trial_id != only:
+            continue
+        trial.restore_run_metadata(row[1])
+        manager = trial.run_metadata.checkpoint_manager
+        manager._latest_checkpoint_result = manager._checkpoint_results[0]  # two kept: the one before the final
+        trial.run_metadata._cached_json = None
+        row[1] = trial.run_metadata.get_json_state()
+        row[0] = json.dumps({**json.loads(row[0]), "status": "RUNNING"})
+        faked.add(trial.trial_id)
+        if lose_rows:
+            (result,) = grid_dir.glob(f"*_{trial.trial_id}_*/result.json")
+            result.write_text("".join(result.read_text().splitlines(keepends=True)[:-1]))
+    state_file.write_text(json.dumps(state))
+    search_file = max(grid_dir.glob("basic-variant-state-*.json"))
+    search = cloudpickle.loads(search_file.read_bytes())
+    search["_live_trials"] = faked
+    search_file.write_bytes(cloudpickle.dumps(search))
+
+
+def _mlflow_axes(db: Path) -> tuple[dict, dict]:
+    """{trial id: [runs]} of the store's `seams` experiment, and {run id: [(env steps, return)]} by env step."""
+    client, runs = mlflow_runs(db, "seams")
+    by_trial, axes = {}, {}
+    for run in runs:
+        by_trial.setdefault(run.data.tags["trial_id"], []).append(run)
+        history = client.get_metric_history(run.info.run_id, "env_runners/episode_return_mean")
+        axes[run.info.run_id] = sorted((m.step, m.value) for m in history)
+    return by_trial, axes
+
+
+@pytest.mark.learning
+def test_track_mlflow_added_on_resume_logs_the_stored_rows_of_ended_trials_and_of_trials_going_on(tmp_path):
+    """A grid of two trials run without tracking; one then as a kill leaves it (its last row lost: --resume goes
+    on from its checkpoint before the final). `--resume --track mlflow`: the trial that had ended gets a run with
+    all its rows at the first step, the one going on gets its rows up to its checkpoint as it starts, then the
+    rest as it runs: one FINISHED run each, its env-step axis and values those of result.json's last timeline.
+    A second --resume (nothing to run) adds no run and no row."""
+    from test_seams import environment, run, seam_file, timeline, tune_args
+
+    file, storage, ray_tmp = seam_file(tmp_path, seeds=2), tmp_path / "results", Path(f"/tmp/kt{os.getpid()}r")
+    env, grid_dir = environment(ray_tmp), storage / "seams" / "dqn"
+    args = tune_args(file, storage, "--grids", "dqn")
+    out = run(args, env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    ended, going_on = sorted(result_rows(p.parent)[0]["trial_id"] for p in grid_dir.glob("*/result.json"))
+    _as_if_killed_after_the_last_checkpoint(grid_dir, only=going_on, lose_rows=True)
+    out = run([*args, "--resume", "--track", "mlflow", "--track-project", "seams"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+    stored = {rows[0]["trial_id"]: timeline(rows) for rows in map(result_rows, (p.parent for p in
+                                                                                grid_dir.glob("*/result.json")))}
+    assert [r["training_iteration"] for r in stored[going_on]] == [1, 2, 3, 4]
+    by_trial, axes = _mlflow_axes(storage / "seams" / "mlflow.db")
+    assert sorted(by_trial) == sorted([ended, going_on])
+    for trial_id, rows in stored.items():
+        (mlflow_run,) = by_trial[trial_id]
+        assert mlflow_run.info.status == "FINISHED" and mlflow_run.data.tags["grid"] == "dqn"
+        assert mlflow_run.data.params["seed"] == str(rows[0]["config"]["seed"])
+        assert axes[mlflow_run.info.run_id] == [(r[STEP.split("/")[0]][STEP.split("/")[1]],
+                                                 r["env_runners"]["episode_return_mean"]) for r in rows]
+    out = run([*args, "--resume", "--track", "mlflow", "--track-project", "seams"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    again, again_axes = _mlflow_axes(storage / "seams" / "mlflow.db")
+    assert {t: [r.info.run_id for r in runs] for t, runs in again.items()} == {
+        t: [r.info.run_id for r in runs] for t, runs in by_trial.items()} and again_axes == axes
+
+
+@pytest.mark.learning
+def test_resume_with_nothing_to_run_ends_the_mlflow_run_of_a_trial_kept_as_finished(tmp_path):
+    """A driver killed after its trial's last row and checkpoint, before Tune saved its state and before MLflow
+    heard of the trial's end: the run RUNNING, the state as test_seams fakes it. --resume keeps the trial as
+    finished (kappa_rllib.tuning.repair) and has nothing to run, so Tune never steps: the run is ended
+    (FINISHED) at the experiment's end, its rows not logged again."""
+    from test_seams import environment, run, seam_file, tune_args
+
+    file, storage, ray_tmp = seam_file(tmp_path), tmp_path / "results", Path(f"/tmp/kt{os.getpid()}e")
+    env, grid_dir, db = environment(ray_tmp), storage / "seams" / "kappa_pi_dqn", storage / "seams" / "mlflow.db"
+    args = tune_args(file, storage, "--grids", "kappa_pi_dqn", "--track", "mlflow", "--track-project", "seams")
+    out = run(args, env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    client, (mlflow_run,) = mlflow_runs(db, "seams")
+    client.update_run(mlflow_run.info.run_id, status="RUNNING")
+    before = _mlflow_axes(db)[1]
+    _as_if_killed_after_the_last_checkpoint(grid_dir)
+    out = run([*args, "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    assert out.stderr.count("kept as finished") == 1, out.stderr[-3000:]
+    client, (after,) = mlflow_runs(db, "seams")
+    assert after.info.run_id == mlflow_run.info.run_id and after.info.status == "FINISHED"
+    assert _mlflow_axes(db)[1] == before and len(before[after.info.run_id]) == 4
+
+
+def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000_and_never_twice(tmp_path):
+    """MLflowCallback without Ray: a trial going on from its checkpoint at iteration 3 with no run gets rows 1-3
+    as it starts, an ended one all its rows (the last timeline) in a run ended at the first step; ~400 numbers a
+    row, so in log_batch calls of at most 1000 metrics. A new driver's callback finds both runs in one search
+    of the grid's runs and logs no row again (MLflow lost none)."""
+    from types import SimpleNamespace
+
+    import pyarrow.fs
+
+    from kappa_rllib.tuning import tracking
+
+    def row(iteration, seconds):
+        return {"training_iteration": iteration, "time_total_s": seconds, "timestamp": 1_700_000_000 + iteration,
+                "env_runners": {"num_env_steps_sampled_lifetime": 500 * iteration, "episode_return_mean": seconds},
+                "learners": {f"m{i}": float(i) for i in range(398)}, "config": {"lr": 0.1}}
+
+    def trial(name, status, rows, checkpoint_at=None):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return SimpleNamespace(
+            trial_id=name, status=status, config={"seed": 0}, checkpoint=checkpoint_at and object(),
+            latest_checkpoint_result=SimpleNamespace(metrics={"training_iteration": checkpoint_at}),
+            storage=SimpleNamespace(trial_fs_path=str(folder), storage_filesystem=pyarrow.fs.LocalFileSystem()))
+
+    # ended: iterations 1-3, a rollback to 1, 2 and 3 again (the last timeline: 1, 2', 3')
+    ended = trial("ended", "TERMINATED", [row(1, 1.0), row(2, 2.0), row(3, 3.0), row(2, 9.0), row(3, 10.0)])
+    going_on = trial("going_on", "PENDING", [row(1, 1.0), row(2, 2.0), row(3, 3.0), row(4, 4.0)], checkpoint_at=3)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client, _ = tracking._store(uri)
+    calls = []
+    real = client.log_batch
+
+    def log_batch(run_id, metrics=(), **kwargs):
+        calls.append(len(metrics))
+        return real(run_id, metrics=metrics, **kwargs)
+
+    searches = []
+    real_search = client.search_runs
+
+    def search_runs(*args, **kwargs):
+        searches.append(kwargs.get("filter_string"))
+        return real_search(*args, **kwargs)
+
+    client.log_batch, client.search_runs = log_batch, search_runs
+    try:
+        callback = tracking.MLflowCallback(uri, "kt", "g")
+        callback.setup()
+        callback.on_step_begin(0, [ended, going_on])
+        callback.log_trial_start(going_on)
+        per_row = len(tracking.metrics(row(1, 1.0), numbers_only=True))  # 402
+        assert [n for n in calls if n] == [1000, 3 * per_row - 1000] * 2  # the params' calls: 0 metrics
+        assert searches == ["tags.grid = 'g'"]
+        store = tracking.MLflowCallback(uri, "kt", "g")  # a new driver: nothing to run
+        store.setup()
+        calls.clear()
+        store.on_experiment_end([ended, going_on])
+        store.log_trial_start(going_on)
+        assert sum(calls) == 0 and searches == ["tags.grid = 'g'"] * 2
+    finally:
+        del client.log_batch, client.search_runs
+    mlflow_client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    by_trial = {r.data.tags["trial_id"]: r for r in runs}
+    assert sorted(by_trial) == ["ended", "going_on"] and len(runs) == 2
+    assert by_trial["ended"].info.status == "FINISHED" and by_trial["going_on"].info.status == "RUNNING"
+    for name, expected in (("ended", [(500, 1.0), (1000, 9.0), (1500, 10.0)]),
+                           ("going_on", [(500, 1.0), (1000, 2.0), (1500, 3.0)])):
+        history = mlflow_client.get_metric_history(by_trial[name].info.run_id, "env_runners/episode_return_mean")
+        assert sorted((m.step, m.value) for m in history) == expected
+        assert {m.timestamp for m in history} == {1_700_000_001_000, 1_700_000_002_000, 1_700_000_003_000}
+    assert "config/lr" not in by_trial["ended"].data.metrics and by_trial["ended"].data.params["seed"] == "0"

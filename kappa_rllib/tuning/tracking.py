@@ -381,14 +381,34 @@ def _file_lock(uri: str):
     return FileLock(uri.removeprefix("sqlite:///") + ".lock", timeout=120)
 
 
+ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that has ended
+MLFLOW_BATCH = 1000  # metrics per `log_batch` call: MLflow's limit (MAX_METRICS_PER_BATCH)
+
+
+def _row_ms(row: dict) -> int:
+    """A stored row's time (Tune's `timestamp`, seconds) in MLflow's milliseconds, else now."""
+    import time
+
+    stamp = row.get("timestamp")
+    return int((stamp if isinstance(stamp, (int, float)) else time.time()) * 1000)
+
+
 class MLflowCallback(LoggerCallback):
     """Every trial of a grid as an MLflow run of the file's experiment, tagged with the grid: params
-    once, metrics as `tracking.metrics()` in one batch per result, their step the env steps."""
+    once, metrics as `tracking.metrics()` in one batch per result, their step the env steps.
+
+    A trial with no run in the store (`--track mlflow` added on a `--resume`, or a driver's store lost) gets
+    its stored rows (result.json): a trial that goes on from a checkpoint, those up to it, when it starts; a
+    trial that had ended, all of them, in a run ended at once, at the first step (or the end of a run with
+    nothing to step). A trial that has a run gets none again: MLflow writes each row before `log_batch`
+    returns, so a driver that tracked it lost none of them (unlike W&B's, the module's docstring)."""
 
     def __init__(self, uri: str, experiment: str, grid: str):
         self.uri, self.experiment, self.grid = uri, experiment, grid
         self._runs: dict = {}  # trial id -> run id
         self._experiment_id = None
+        self._ends_checked = False
+        self._grid_runs: dict | None = None  # trial id -> run id: the grid's runs, looked up once at the first step
 
     def __getstate__(self):  # Tune pickles its callbacks with the run (tuner.pkl): settings only
         return {"uri": self.uri, "experiment": self.experiment, "grid": self.grid}
@@ -412,46 +432,109 @@ class MLflowCallback(LoggerCallback):
             except MlflowException:  # made meanwhile by another process on the store
                 return client.get_experiment_by_name(self.experiment).experiment_id
 
-    def on_step_begin(self, iteration, trials, **info):
-        # once: a trial that ended before a driver was killed, before its end reached MLflow, and that --resume
-        # keeps as ended (kappa_rllib.tuning.repair) gets its run's end now
-        if getattr(self, "_ends_checked", False):
-            return
-        self._ends_checked = True
-        ended = {t.trial_id: t.status for t in trials if t.status in ("TERMINATED", "ERROR")}
-        if not ended:
-            return
-        client, lock = _store(self.uri)
+    def _experiment_id_now(self) -> str:
         if self._experiment_id is None:
             self._experiment_id = self._experiment()
+        return self._experiment_id
+
+    def _search_grid(self) -> dict:
+        """{trial id: run} of the grid's runs in the store: one search (paged by MLflow's 1000 a page)."""
+        client, lock = _store(self.uri)
+        found, token = {}, None
         with lock:
-            for run in client.search_runs([self._experiment_id], filter_string=(
-                    f"tags.{GRID_TAG} = '{self.grid}' and attributes.status = 'RUNNING'")):
-                status = ended.get(run.data.tags.get(TRIAL_TAG))
-                if status is not None:
-                    client.set_terminated(run.info.run_id, status="FAILED" if status == "ERROR" else "FINISHED")
+            while True:
+                page = client.search_runs([self._experiment_id_now()], filter_string=f"tags.{GRID_TAG} = '{self.grid}'",
+                                          max_results=1000, page_token=token)
+                for run in page:
+                    found.setdefault(run.data.tags.get(TRIAL_TAG), run)
+                token = page.token
+                if not token:
+                    return found
+
+    def on_step_begin(self, iteration, trials, **info):
+        if not self._ends_checked:
+            self._check_ended(trials)
+
+    def on_experiment_end(self, trials, **info):
+        if not self._ends_checked:  # a run with nothing left to step (all had ended): Tune never stepped
+            self._check_ended(trials)
+        super().on_experiment_end(trials, **info)
+
+    def _check_ended(self, trials) -> None:
+        """Once a driver, before any trial starts (the grid's runs, looked up here, serve `log_trial_start` too):
+        a trial that ended before a driver was killed, before its end reached MLflow, and that --resume keeps
+        as ended (kappa_rllib.tuning.repair) gets its run's end now; an ended trial with no run gets one, with
+        all its stored rows (the last timeline), ended at once."""
+        self._ends_checked = True
+        runs = self._search_grid()
+        # a grid's runs are made by its one driver, this callback: a trial not among them has none
+        self._grid_runs = {trial_id: run.info.run_id for trial_id, run in runs.items()}
+        client, lock = _store(self.uri)
+        for trial in trials:
+            if trial.status not in ENDED or trial.trial_id in self._runs:
+                continue
+            status = "FAILED" if trial.status == "ERROR" else "FINISHED"
+            run = runs.get(trial.trial_id)
+            if run is None:
+                self._new_run(trial, replay_rows(stored_rows(trial), set()), end=status)
+            elif run.info.status == "RUNNING":
+                with lock:
+                    client.set_terminated(run.info.run_id, status=status)
+
+    def _find_run(self, trial) -> str | None:
+        """The run of `trial` in the store, else None: from the first step's look at the grid's runs, else
+        (no step yet) one search."""
+        if self._grid_runs is not None:
+            return self._grid_runs.get(trial.trial_id)
+        client, lock = _store(self.uri)
+        with lock:
+            found = client.search_runs(
+                [self._experiment_id_now()], max_results=1,
+                filter_string=f"tags.{GRID_TAG} = '{self.grid}' and tags.{TRIAL_TAG} = '{trial.trial_id}'")
+        return found[0].info.run_id if found else None
+
+    def _new_run(self, trial, rows: list[dict], end: str | None = None) -> None:
+        """A run for `trial`: its params, then `rows` (stored rows of a trial that goes on or had ended), then
+        its end `end` (None: it runs)."""
+        from mlflow.entities import Metric, Param
+
+        client, lock = _store(self.uri)
+        with lock, _file_lock(self.uri):
+            run = client.create_run(self._experiment_id_now(), run_name=str(trial), tags={
+                GRID_TAG: self.grid, TRIAL_TAG: trial.trial_id, "trial_name": str(trial)})
+            client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
+        run_id = self._runs[trial.trial_id] = run.info.run_id
+        if self._grid_runs is not None:
+            self._grid_runs[trial.trial_id] = run_id
+        batch = [Metric(k, float(v), _row_ms(row), env_steps(row))
+                 for row in rows for k, v in metrics(row, numbers_only=True).items()]
+        for i in range(0, len(batch), MLFLOW_BATCH):  # the lock per call: other grids' trials log between
+            with lock:
+                client.log_batch(run_id, metrics=batch[i:i + MLFLOW_BATCH])
+        if end is not None:
+            with lock:
+                client.set_terminated(run_id, status=end)
 
     def log_trial_start(self, trial):
-        from mlflow.entities import Param
-
         client, lock = _store(self.uri)
-        if self._experiment_id is None:
-            self._experiment_id = self._experiment()
-        with lock:
-            if trial.trial_id in self._runs:  # a retry in this run: its run goes on
+        if trial.trial_id in self._runs:  # a retry in this run: its run goes on
+            with lock:
                 client.update_run(self._runs[trial.trial_id], status="RUNNING")
-                return
-            found = client.search_runs(
-                [self._experiment_id], max_results=1,
-                filter_string=f"tags.{GRID_TAG} = '{self.grid}' and tags.{TRIAL_TAG} = '{trial.trial_id}'")
-            if found:  # a trial resumed by a new driver: its run from before goes on
-                self._runs[trial.trial_id] = found[0].info.run_id
-                client.update_run(found[0].info.run_id, status="RUNNING")
-                return
-            run = client.create_run(self._experiment_id, run_name=str(trial), tags={
-                GRID_TAG: self.grid, TRIAL_TAG: trial.trial_id, "trial_name": str(trial)})
-            self._runs[trial.trial_id] = run.info.run_id
-            client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
+            return
+        run_id = self._find_run(trial)
+        if run_id is not None:
+            # a trial resumed by a new driver: its run from before goes on, with no row logged again: MLflow
+            # writes synchronously (a row is in the store when log_batch returns), so a driver with
+            # --track mlflow never loses rows (W&B's writer does: KappaWandb logs them again)
+            self._runs[trial.trial_id] = run_id
+            with lock:
+                client.update_run(run_id, status="RUNNING")
+            return
+        rows = []
+        if getattr(trial, "checkpoint", None) is not None:  # it goes on from a checkpoint, no run: its rows up to it
+            up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
+            rows = replay_rows(stored_rows(trial), set(), up_to)
+        self._new_run(trial, rows)
 
     def log_trial_result(self, iteration, trial, result):
         import time
