@@ -553,7 +553,8 @@ def test_a_resumed_grid_takes_this_runs_max_failures():
     policy.code_errors, policy.retrying_code_error = {"t2": 1}, {"t2"}
     for trial in (stored, retrying, made_after):
         policy.on_trial_start(0, [], trial)
-    assert (stored.max_failures, retrying.max_failures, made_after.max_failures) == (3, 2, 3)
+    # (the first had errored, 1 failure past its 0: it counts this run's 3 from its resume)
+    assert (stored.max_failures, retrying.max_failures, made_after.max_failures) == (1 + 3, 2, 3)
 
 
 def test_a_trial_resumed_after_it_errored_gets_this_runs_budget_counted_from_its_resume(tmp_path):
@@ -578,6 +579,11 @@ def test_a_trial_resumed_after_it_errored_gets_this_runs_budget_counted_from_its
 
     resumed = retry.retry_policy(3)
     CallbackList([resumed]).restore_from_dir(str(tmp_path))
+    legacy = retry.retry_policy(3)  # a state saved before errored trials were kept (or none): told by the counts
+    legacy.retrying_code_error = {"t1"}
+    legacy.on_trial_start(0, [], trial)
+    assert trial.max_failures == 2 + 3 and legacy.base == {"t1": 2} and not legacy.retrying_code_error
+    trial.max_failures = 1
     resumed.on_trial_start(0, [], trial)
     assert trial.max_failures == 2 + 3
     trial.get_pickled_error = ActorDiedError
@@ -615,6 +621,8 @@ def test_the_printed_resume_command_keeps_every_setting_the_run_was_given():
     resumed = parser.parse_args(shlex.split(command)[1:])
     assert resumed.resume and {k: v for k, v in vars(resumed).items() if k != "resume"} == {
         k: v for k, v in vars(args).items() if k != "resume"}
+    zero = parser.parse_args(["tune", "f.py", "--max-failures", "0", "--checkpoint-every", "0"])
+    assert tune_verb._resume_command(zero).endswith(" --resume --checkpoint-every 0 --max-failures 0")
     args.track = ["mlflow"]  # as check_track leaves it: a list of back-ends (no W&B: no entity)
     assert tune_verb._resume_command(args).count("--track mlflow --track-project p --address") == 1
     plain = parser.parse_args(["tune", "f.py"])
@@ -678,6 +686,10 @@ def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_befo
     assert sorted(p.name for p in storage.rglob("*")) == before and not (tmp_path / "ray").exists()
     state.write_bytes(cloudpickle.dumps({"_total_samples": 2, "_finished": True}))
     driver.check_resume(experiments.load_file(str(file)), storage / "seams")  # the same trials: goes on
+    # counted as Tune counts them: a grid_search at any depth of the config (here the model's layers)
+    nested = SimpleNamespace(config={"lr": {"grid_search": [1e-3, 1e-4]},
+                                     "model": {"fcnet_hiddens": {"grid_search": [[64], [256]]}}}, num_samples=3)
+    assert driver._count_trials(nested) == 12
 
 
 def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_ones(tmp_path):

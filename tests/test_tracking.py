@@ -444,3 +444,37 @@ def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000
         assert sorted((m.step, m.value) for m in history) == expected
         assert {m.timestamp for m in history} == {1_700_000_001_000, 1_700_000_002_000, 1_700_000_003_000}
     assert "config/lr" not in by_trial["ended"].data.metrics and by_trial["ended"].data.params["seed"] == "0"
+    assert {r.data.tags.get(tracking.REPLAY_TAG) for r in runs} == {tracking.DONE_TAG}
+
+    # a driver stopped while it logged a trial's stored rows (its second batch never came): the run stays
+    # pending, and the next driver logs them again, each row once in the store
+    cut = trial("cut", "TERMINATED", [row(1, 1.0), row(2, 2.0), row(3, 3.0)])
+    stopped = tracking.MLflowCallback(uri, "kt", "g")
+    stopped.setup()
+    batches = []
+
+    def killed(run_id, metrics=(), **kwargs):
+        if metrics:
+            batches.append(len(metrics))
+            if len(batches) == 2:
+                raise KeyboardInterrupt  # the second Ctrl-C, mid-replay
+        return real(run_id, metrics=metrics, **kwargs)
+
+    client.log_batch = killed
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stopped.on_experiment_end([cut])
+    finally:
+        del client.log_batch
+    mlflow_client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    (run,) = [r for r in runs if r.data.tags["trial_id"] == "cut"]
+    assert run.data.tags[tracking.REPLAY_TAG] == tracking.PENDING and run.info.status == "RUNNING"
+    again = tracking.MLflowCallback(uri, "kt", "g")
+    again.setup()
+    again.on_experiment_end([cut])
+    mlflow_client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    (run,) = [r for r in runs if r.data.tags["trial_id"] == "cut"]
+    assert run.data.tags[tracking.REPLAY_TAG] == tracking.DONE_TAG and run.info.status == "FINISHED"
+    for key, values in (("env_runners/episode_return_mean", [1.0, 2.0, 3.0]), ("learners/m397", [397.0] * 3)):
+        history = mlflow_client.get_metric_history(run.info.run_id, key)  # (m397: row 3's, after the cut)
+        assert sorted((m.step, m.value) for m in history) == list(zip((500, 1000, 1500), values))

@@ -180,11 +180,11 @@ def _resume_command(args) -> str:
              ("--address", args.address), ("--num-cpus", args.num_cpus),
              ("--torch-threads", None if args.torch_threads == 1 else args.torch_threads),
              ("--gpus-per-trial", args.gpus_per_trial or None), ("--tensorboard", args.tensorboard),
-             ("--report", args.report)]
+             ("--report", args.report), ("--verbose", getattr(args, "verbose", False))]
     words = ["kappa-rllib tune", shlex.quote(args.file), "--storage", shlex.quote(str(args.storage)), "--resume"]
     for option, value in given:
         if value is True:
             words.append(option)
-        elif value not in (None, False):
+        elif value is not None and value is not False:  # (0 is a value: --max-failures 0)
             words += [option, shlex.quote(str(value))]
     return " ".join(words)

@@ -205,6 +205,15 @@ def _param_space_on_restore(grid, path) -> dict:
     return space
 
 
+def _count_trials(grid) -> int:
+    """The trials Tune makes of the grid, counted as Tune counts them (its generator's `_total_samples`): every
+    grid_search at any depth of the config, times num_samples."""
+    from ray.tune.search.variant_generator import _count_variants
+
+    space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
+    return _count_variants({"config": space, "num_samples": grid.num_samples}, [])
+
+
 def check_resume(grids, storage) -> None:
     """ValueError (one line) where a grid of the file now makes another number of trials than its stored run
     under `storage` was started with (a seed, a kappa added or taken away): Tune would go on with the stored
@@ -228,8 +237,9 @@ def check_resume(grids, storage) -> None:
                 stored = cloudpickle.loads(f.readall()).get("_total_samples")
         except Exception:  # noqa: BLE001 - cut short or unreadable: repair_state and Tune's restore say so
             continue
-        if isinstance(stored, int) and stored != grid.num_trials():
-            raise ValueError(f"{path}: grid {grid.name!r} makes {grid.num_trials()} trials in the file now, its run "
+        now = _count_trials(grid)
+        if isinstance(stored, int) and stored != now:
+            raise ValueError(f"{path}: grid {grid.name!r} makes {now} trials in the file now, its run "
                              f"there was started with {stored}: a changed grid cannot go on in its folder; put the "
                              "file back as it was, or run the changed grid in another --storage")
 
@@ -290,6 +300,10 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
             tuner = tune.Tuner.restore(path, trainable=grid.trainable, param_space=_param_space_on_restore(grid, path),
                                        resume_unfinished=True, resume_errored=True, restart_errored=False)
         local = getattr(tuner, "_local_tuner", None)  # None with Ray Client: the stored output settings
+        if local is None:  # Tune restores the grid's run on the head from its tuner.pkl, with its own settings
+            print(f"[tune] {grid.name}: resumed through Ray Client, which keeps the settings the grid was started "
+                  "with (--max-failures, --checkpoint-every, --max-concurrent, --track), not this command's",
+                  file=sys.stderr)
         if local is not None:  # this run's output, failure and concurrency settings, not the stored ones
             run_config = local.get_run_config()
             run_config.verbose, run_config.callbacks = verbose, callbacks

@@ -111,7 +111,10 @@ def retry_policy(max_failures: int):
             return self.base.get(trial.trial_id, 0) + max_failures + self.code_errors.get(trial.trial_id, 0)
 
         def on_trial_start(self, iteration, trials, trial, **info):
-            if trial.trial_id in self.errored:
+            # (a trial past its own max_failures is one Tune would not start but for a --resume of its error:
+            # so it is told apart where the policy's state predates `errored`, or was lost)
+            spent = 0 <= trial.max_failures < trial.run_metadata.num_failures
+            if trial.trial_id in self.errored or spent:
                 # --resume took up a trial that had ended with an error (its retries used up): running it
                 # again is the user's call, with this run's --max-failures from here, and a code error's
                 # retry again. Tune's own count of its failures goes on: the budget counts from it.

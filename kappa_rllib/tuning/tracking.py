@@ -383,6 +383,8 @@ def _file_lock(uri: str):
 
 ENDED = ("TERMINATED", "ERROR")  # Tune's statuses of a trial that has ended
 MLFLOW_BATCH = 1000  # metrics per `log_batch` call: MLflow's limit (MAX_METRICS_PER_BATCH)
+# a run's tag while the stored rows of its trial are being logged into it (MLflowCallback._replay)
+REPLAY_TAG, PENDING, DONE_TAG = "kappa_rows_replayed", "pending", "done"
 
 
 def _row_ms(row: dict) -> int:
@@ -464,26 +466,28 @@ class MLflowCallback(LoggerCallback):
         """Once a driver, before any trial starts (the grid's runs, looked up here, serve `log_trial_start` too):
         a trial that ended before a driver was killed, before its end reached MLflow, and that --resume keeps
         as ended (kappa_rllib.tuning.repair) gets its run's end now; an ended trial with no run gets one, with
-        all its stored rows (the last timeline), ended at once."""
+        all its stored rows (the last timeline), ended at once; one whose run's rows were being logged when a
+        driver was stopped (REPLAY_TAG pending) gets them again."""
         self._ends_checked = True
         runs = self._search_grid()
         # a grid's runs are made by its one driver, this callback: a trial not among them has none
-        self._grid_runs = {trial_id: run.info.run_id for trial_id, run in runs.items()}
+        self._grid_runs = {trial_id: (run.info.run_id, run.data.tags.get(REPLAY_TAG)) for trial_id, run in runs.items()}
         client, lock = _store(self.uri)
         for trial in trials:
             if trial.status not in ENDED or trial.trial_id in self._runs:
                 continue
             status = "FAILED" if trial.status == "ERROR" else "FINISHED"
             run = runs.get(trial.trial_id)
-            if run is None:
-                self._new_run(trial, replay_rows(stored_rows(trial), set()), end=status)
+            if run is None or run.data.tags.get(REPLAY_TAG) == PENDING:
+                self._replay(trial, replay_rows(stored_rows(trial), set()), end=status,
+                             run_id=None if run is None else run.info.run_id)
             elif run.info.status == "RUNNING":
                 with lock:
                     client.set_terminated(run.info.run_id, status=status)
 
-    def _find_run(self, trial) -> str | None:
-        """The run of `trial` in the store, else None: from the first step's look at the grid's runs, else
-        (no step yet) one search."""
+    def _find_run(self, trial) -> tuple[str, str | None] | None:
+        """(run id, REPLAY_TAG) of `trial`'s run in the store, else None: from the first step's look at the grid's
+        runs, else (no step yet) one search."""
         if self._grid_runs is not None:
             return self._grid_runs.get(trial.trial_id)
         client, lock = _store(self.uri)
@@ -491,29 +495,40 @@ class MLflowCallback(LoggerCallback):
             found = client.search_runs(
                 [self._experiment_id_now()], max_results=1,
                 filter_string=f"tags.{GRID_TAG} = '{self.grid}' and tags.{TRIAL_TAG} = '{trial.trial_id}'")
-        return found[0].info.run_id if found else None
+        return (found[0].info.run_id, found[0].data.tags.get(REPLAY_TAG)) if found else None
 
-    def _new_run(self, trial, rows: list[dict], end: str | None = None) -> None:
-        """A run for `trial`: its params, then `rows` (stored rows of a trial that goes on or had ended), then
-        its end `end` (None: it runs)."""
+    def _replay(self, trial, rows: list[dict], end: str | None = None, run_id: str | None = None) -> None:
+        """`rows` (stored rows of a trial that goes on or had ended) into the trial's run `run_id`, or a new one
+        (with its params), then its end `end` (None: it runs). The run is tagged REPLAY_TAG pending until the
+        last row is in: a driver stopped before then leaves it pending, and the next one logs the rows again
+        (MLflow's stores skip a metric logged twice with the same key, value, time and step: `_row_ms`)."""
         from mlflow.entities import Metric, Param
 
         client, lock = _store(self.uri)
-        with lock, _file_lock(self.uri):
-            run = client.create_run(self._experiment_id_now(), run_name=str(trial), tags={
-                GRID_TAG: self.grid, TRIAL_TAG: trial.trial_id, "trial_name": str(trial)})
-            client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
-        run_id = self._runs[trial.trial_id] = run.info.run_id
+        if run_id is None:
+            with lock, _file_lock(self.uri):
+                run = client.create_run(self._experiment_id_now(), run_name=str(trial), tags={
+                    GRID_TAG: self.grid, TRIAL_TAG: trial.trial_id, "trial_name": str(trial),
+                    **({REPLAY_TAG: PENDING} if rows else {})})
+                client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
+            run_id = run.info.run_id
+        self._runs[trial.trial_id] = run_id
         if self._grid_runs is not None:
-            self._grid_runs[trial.trial_id] = run_id
+            self._grid_runs[trial.trial_id] = (run_id, PENDING if rows else None)
         batch = [Metric(k, float(v), _row_ms(row), env_steps(row))
                  for row in rows for k, v in metrics(row, numbers_only=True).items()]
         for i in range(0, len(batch), MLFLOW_BATCH):  # the lock per call: other grids' trials log between
             with lock:
                 client.log_batch(run_id, metrics=batch[i:i + MLFLOW_BATCH])
-        if end is not None:
-            with lock:
+        with lock:
+            if rows:
+                client.set_tag(run_id, REPLAY_TAG, DONE_TAG)
+            if end is not None:
                 client.set_terminated(run_id, status=end)
+            else:
+                client.update_run(run_id, status="RUNNING")
+        if self._grid_runs is not None:
+            self._grid_runs[trial.trial_id] = (run_id, DONE_TAG if rows else None)
 
     def log_trial_start(self, trial):
         client, lock = _store(self.uri)
@@ -521,20 +536,20 @@ class MLflowCallback(LoggerCallback):
             with lock:
                 client.update_run(self._runs[trial.trial_id], status="RUNNING")
             return
-        run_id = self._find_run(trial)
-        if run_id is not None:
+        found = self._find_run(trial)
+        if found is not None and found[1] != PENDING:
             # a trial resumed by a new driver: its run from before goes on, with no row logged again: MLflow
             # writes synchronously (a row is in the store when log_batch returns), so a driver with
             # --track mlflow never loses rows (W&B's writer does: KappaWandb logs them again)
-            self._runs[trial.trial_id] = run_id
+            self._runs[trial.trial_id] = found[0]
             with lock:
-                client.update_run(run_id, status="RUNNING")
+                client.update_run(found[0], status="RUNNING")
             return
         rows = []
         if getattr(trial, "checkpoint", None) is not None:  # it goes on from a checkpoint, no run: its rows up to it
             up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
             rows = replay_rows(stored_rows(trial), set(), up_to)
-        self._new_run(trial, rows)
+        self._replay(trial, rows, run_id=None if found is None else found[0])
 
     def log_trial_result(self, iteration, trial, result):
         import time
