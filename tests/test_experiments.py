@@ -335,7 +335,9 @@ def test_ctrl_c_stops_every_grid_says_what_is_left_and_resume_finishes_each_tria
     assert driver.returncode == 130, err[-3000:]
     assert "Traceback" not in err and "[tune] finished" not in out
     assert ": 0 running, 0 pending, 6 done" not in out  # no last view counting the stopped trials done
-    resume = f"resume with: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage {tmp_path} --resume --smoke"
+    # this run's command with --resume, its settings kept
+    resume = (f"resume with: kappa-rllib tune tune_configs/small/cartpole_dqn.py --storage {tmp_path} --resume --smoke "
+              "--num-cpus 2")
     stopped = next(line for line in err.splitlines() if line.startswith("[tune] stopped: "))
     assert stopped.endswith(resume) and ", 0 failed, " in stopped, stopped
     before = _trial_results(folder)
