@@ -43,8 +43,9 @@ walker2d_gae 1.08 trial-hours (475-1,121 s a trial), hopper_gae 1.13 (437-936 s)
 beside benchmarks and tests), walker2d_kappa0_kappa_pi_trpo 2.14 (655-2,877 s, some of it paused for benchmarks:
 an upper bound), swimmer_trpo 1.30 (485-1,304 s), swimmer_kappa0_kappa_pi_trpo 0.68 (462-508 s),
 swimmer_kappa0_kappa_vi_trpo 0.61 (406-461 s; the two Swimmer kappa = 0 cells run together, 41 minutes),
-ant_gae 1.04 (623-981 s) with hopper_kappa_vi_trpo 0.52 (263-732 s), run together in 51 minutes: 12-65
-minutes a cell of 2 cores; the file's 70 trials
+ant_gae 1.04 (623-981 s) with hopper_kappa_vi_trpo 0.52 (263-732 s), run together in 51 minutes,
+ant_kappa0_kappa_pi_trpo 1.57 (569-1,908 s, beside a full test run) with walker2d_kappa_vi_trpo 0.52 (289-468 s),
+walker2d_one_env_kappa_pi_trpo 0.53 (352-418 s): 12-65 minutes a cell of 2 cores; the file's 70 trials
 ~14 trial-hours (Ant's env steps cost about twice Hopper's). Run it cell by cell, each inside a session:
 `--grids` picks cells (`--grids a,b` runs two together, so no core idles on a cell's fifth trial),
 `--checkpoint-every 50` keeps at most 50 iterations (~51k env steps) to redo after a stop, and `--resume`
