@@ -632,15 +632,15 @@ def test_the_printed_resume_command_keeps_every_setting_the_run_was_given():
 @pytest.mark.learning
 def test_resume_applies_this_runs_checkpoint_every_to_the_trials_it_takes_up(tmp_path):
     """A grid started without --checkpoint-every, stopped (SIGINT: Tune saves its state) and resumed with
-    --checkpoint-every 4: Tune keeps each trial's checkpoint settings with it, so before, no checkpoint came
-    before the trial's end. Now the trial checkpoints every 4 iterations: the last two kept (of 4, 8, ..., 20;
+    --checkpoint-every 20: Tune keeps each trial's checkpoint settings with it, so before, no checkpoint came
+    before the trial's end. Now the trial checkpoints every 20 iterations: the last two kept (of 20, 40, 60, 80;
     Tune numbers them from 0)."""
     file = tmp_path / "long.py"
     file.write_text(textwrap.dedent("""\
         from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
 
         def experiments(smoke=False):
-            settings = {**SMOKE_SETTINGS["dqn"], "total_env_steps": 10_000}  # 20 iterations of 500
+            settings = {**SMOKE_SETTINGS["dqn"], "total_env_steps": 40_000}  # 80 iterations of 500
             return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=[0.2], num_seeds=1, variants=("pi",),
                                baseline=False, **settings)
         """))
@@ -649,7 +649,7 @@ def test_resume_applies_this_runs_checkpoint_every_to_the_trials_it_takes_up(tmp
     proc = subprocess.Popen(args, cwd=ROOT, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 300
     while time.time() < deadline and not [p for p in storage.glob("long/*/*/result.json")
-                                          if len(p.read_text().splitlines()) >= 3]:
+                                          if len(p.read_text().splitlines()) >= 1]:
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
@@ -658,9 +658,9 @@ def test_resume_applies_this_runs_checkpoint_every_to_the_trials_it_takes_up(tmp
     (trial,) = storage.glob("long/*/*/result.json")
     rows = [json.loads(line) for line in trial.read_text().splitlines()]
     assert not rows[-1]["done"] and not list(trial.parent.glob("checkpoint_*"))
-    out = run([*args, "--resume", "--checkpoint-every", "4"], env)
+    out = run([*args, "--resume", "--checkpoint-every", "20"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    assert sorted(p.name for p in trial.parent.glob("checkpoint_*")) == ["checkpoint_000003", "checkpoint_000004"]
+    assert sorted(p.name for p in trial.parent.glob("checkpoint_*")) == ["checkpoint_000002", "checkpoint_000003"]
 
 
 def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_before_ray(tmp_path):
