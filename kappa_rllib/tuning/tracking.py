@@ -117,12 +117,11 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
             self._seen().add(trial.trial_id)
             super().log_trial_start(trial)
             if first and trial.checkpoint is not None:  # no checkpoint: it starts from scratch, rows and all
-                up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
-                self._queue(trial, missing_rows(Path(self.kwargs["dir"]), trial, up_to))
+                self._queue(trial, missing_rows(Path(self.kwargs["dir"]), trial, _checkpoint_iteration(trial)))
 
         def _ended(self, trials) -> None:
             for trial in trials:
-                if trial.status in ("TERMINATED", "ERROR") and trial.trial_id not in self._seen():
+                if trial.status in ENDED and trial.trial_id not in self._seen():
                     self._seen().add(trial.trial_id)
                     rows = missing_rows(Path(self.kwargs["dir"]), trial)
                     if rows:  # its own W&B run again, these rows, its end
@@ -342,6 +341,11 @@ def missing_rows(results_folder: Path, trial, up_to: int | None = None) -> list[
     return rows
 
 
+def _checkpoint_iteration(trial) -> int | None:
+    """The training iteration of the checkpoint a trial goes on from."""
+    return (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
+
+
 def _row_key(row: dict) -> tuple:
     return env_steps(row), _seconds(row.get("time_total_s"))
 
@@ -513,8 +517,6 @@ class MLflowCallback(LoggerCallback):
                 client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in mlflow_params(trial.config).items()])
             run_id = run.info.run_id
         self._runs[trial.trial_id] = run_id
-        if self._grid_runs is not None:
-            self._grid_runs[trial.trial_id] = (run_id, PENDING if rows else None)
         batch = [Metric(k, float(v), _row_ms(row), env_steps(row))
                  for row in rows for k, v in metrics(row, numbers_only=True).items()]
         for i in range(0, len(batch), MLFLOW_BATCH):  # the lock per call: other grids' trials log between
@@ -547,8 +549,7 @@ class MLflowCallback(LoggerCallback):
             return
         rows = []
         if getattr(trial, "checkpoint", None) is not None:  # it goes on from a checkpoint, no run: its rows up to it
-            up_to = (trial.latest_checkpoint_result.metrics or {}).get("training_iteration")
-            rows = replay_rows(stored_rows(trial), set(), up_to)
+            rows = replay_rows(stored_rows(trial), set(), _checkpoint_iteration(trial))
         self._replay(trial, rows, run_id=None if found is None else found[0])
 
     def log_trial_result(self, iteration, trial, result):
