@@ -9,14 +9,17 @@ nothing, and writes:
   seeds with n, the best entries in bold (every cell whose interval overlaps the best one's, as
   the paper marks ties), and the paper's number for the same cell beside it where it has one
   (`kappa_rllib/data/paper_tables.csv`).
-* `iqm.md`, `iqm.csv` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
+* `iqm.md`, `iqm.csv`, `iqm.png` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
   (`rliable`), per environment and, where every environment has the same seeds per cell,
   aggregated over environments on min-max normalised scores.
 * `improvement.md` - rliable's probability of improvement with 95% stratified-bootstrap CIs, per
   environment and kappa variant and over environments, for each comparison that has cells: the C_FA
   schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
   lambda < 1, and kappa_best against kappa = 0 (`iqm.COMPARISONS`).
-* `lower_gamma.md` - runs with a discount other than the main one (the paper's Fig. 3).
+* `vs_paper.png` - here against the paper at a glance: a panel per task with the paper's cells, every seed
+  a dot, each cell's mean and 95% CI beside the paper's mean and +- (report/vs_paper.py).
+* `lower_gamma.md`, `lower_gamma_<env>.png` - the paper's Fig. 3: the base algorithm at discounts other than
+  the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement.
 * `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
   kappa = 1 baseline dashed), x = env steps; `heatmap_<env>_<variant>.png` - final score over
   kappa x C_FA where C_FA varies.
@@ -37,12 +40,14 @@ from kappa_rllib.report import adaptive
 from kappa_rllib.report.data import LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Z95, Cell, Run, check_score_window, final_score
 from kappa_rllib.report.iqm import IQM_INSTALL, improvement_with_ci, iqm_unavailable, iqm_with_ci, write_improvement, write_iqm
 from kappa_rllib.report.load import load_paper_tables, load_runs
-from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps, write_lower_gamma
+from kappa_rllib.report.lower_gamma import write_lower_gamma
+from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps
 from kappa_rllib.report.tables import EnvTable, build_tables, main_gamma, write_scores, write_tables
+from kappa_rllib.report.vs_paper import write_vs_paper
 
 __all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "SCORE_RULES", "SCORE_WINDOWS", "Z95", "build_tables", "final_score",
            "improvement_with_ci", "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
-           "write_curves", "write_heatmaps", "write_improvement", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "_mean_band"]
+           "write_curves", "write_heatmaps", "write_improvement", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "write_vs_paper", "_mean_band"]
 
 
 def report(root, out=None, reps: int = 2000, include_unfinished: bool = False,
@@ -71,6 +76,7 @@ def _report(root, out, reps, include_unfinished, notes, score_window) -> list[Pa
 
     check_score_window(score_window)
 
+    root = storage.local_path(root)  # file:///PATH is the folder PATH
     if storage.is_uri(root):
         out = Path(out) if out else Path(str(root).rstrip("/").rsplit("/", 1)[-1] + "_report")
         root = storage.mirror_results(str(root), out / "results")
@@ -98,8 +104,10 @@ def _report(root, out, reps, include_unfinished, notes, score_window) -> list[Pa
         if not runs:
             return paths
     tables = build_tables(runs)
-    paths += write_tables(tables, out, load_paper_tables(), left_out=0 if include_unfinished else unfinished,
+    paper = load_paper_tables()
+    paths += write_tables(tables, out, paper, left_out=0 if include_unfinished else unfinished,
                           score_window=score_window)
+    paths += write_vs_paper(tables, runs, paper, out)
     missing = iqm_unavailable()
     if missing is None:
         paths += write_iqm(tables, out, reps, score_window)
@@ -107,9 +115,7 @@ def _report(root, out, reps, include_unfinished, notes, score_window) -> list[Pa
     elif notes is not None:
         notes.append(f"iqm.md/iqm.csv skipped: rliable does not import ({missing}); install a working set "
                      f"with: {IQM_INSTALL}")
-    lower = write_lower_gamma(runs, out)
-    if lower:
-        paths.append(lower)
+    paths += write_lower_gamma(runs, out, reps, with_probabilities=missing is None)
     paths += write_curves(runs, tables, out)
     paths += write_heatmaps(runs, out)
     return paths

@@ -79,7 +79,59 @@ def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000, score_window:
         writer = csv.DictWriter(f, fieldnames=["env", "cell", "iqm", "ci_low", "ci_high", "n"])
         writer.writeheader()
         writer.writerows(rows_csv)
+    if aggregate:
+        families = {t.family for t in tables}
+        paths.append(write_iqm_figure(aggregate, out, base=_BASE.get(families.pop()) if len(families) == 1 else None))
     return paths
+
+
+_BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
+_WORDS = (("kappa-pi", "κ-PI"), ("kappa-vi", "κ-VI"), ("kappa_best", "κ_best"), ("kappa_0", "κ = 0"),
+          ("naive", "naive N_κ = T"), ("gae", "GAE λ_best"))
+
+
+def cell_title(name: str, base: str | None = None) -> str:
+    """An aggregate cell's name as the figure shows it: "kappa-pi kappa_best" -> "κ-PI κ_best"."""
+    if name == "baseline":
+        return f"{base or 'baseline'} (κ = 1)"
+    for word, shown in _WORDS:
+        name = name.replace(word, shown)
+    return name
+
+
+def iqm_figure(aggregate: dict, base: str | None = None):
+    """rliable's `plot_interval_estimates` of the aggregate IQM over environments ({cell: (IQM, lower, upper,
+    envs)}, `_normalised_aggregate`), the best cell on top: a bar from lower to upper and a tick at the IQM."""
+    from rliable import plot_utils
+
+    from kappa_rllib.report.data import _pyplot
+    from kappa_rllib.report.plots import LABEL_FONT_PT, TICK_FONT_PT
+
+    plt = _pyplot()
+    order = sorted(aggregate, key=lambda name: aggregate[name][0])  # rliable draws the first at the bottom
+    labels = {name: f"{cell_title(name, base)} ({aggregate[name][3]} envs)" for name in order}
+    points = {labels[k]: np.array([aggregate[k][0]]) for k in order}
+    intervals = {labels[k]: np.array([[aggregate[k][1]], [aggregate[k][2]]]) for k in order}
+    fig, ax = plot_utils.plot_interval_estimates(points, intervals, metric_names=["IQM"],
+                                                 algorithms=[labels[k] for k in order], subfigure_width=6.0,
+                                                 row_height=0.45, xlabel="")
+    ax.set_title("IQM over environments, 95% stratified-bootstrap CIs", fontsize=LABEL_FONT_PT)
+    ax.tick_params(labelsize=TICK_FONT_PT)
+    ax.set_xlabel("IQM of min-max normalised scores", fontsize=LABEL_FONT_PT)
+    fig.set_size_inches(8.0, 0.45 * len(order) + 1.4)
+    fig.tight_layout()
+    return fig
+
+
+def write_iqm_figure(aggregate: dict, out: Path, base: str | None = None) -> Path:
+    from kappa_rllib.report.data import _pyplot
+    from kappa_rllib.report.plots import PLOT_DPI
+
+    fig = iqm_figure(aggregate, base)
+    path = out / "iqm.png"
+    fig.savefig(path, dpi=PLOT_DPI, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
 
 
 def improvement_with_ci(pairs: dict, reps: int = 2000, seed: int = 0) -> dict:

@@ -1,5 +1,5 @@
-"""Figures: learning curves (training and RLlib's evaluation), heat-maps over kappa x C_FA, and the
-lower-gamma study (the paper's Fig. 3)."""
+"""Figures: learning curves (training and RLlib's evaluation) and heat-maps over kappa x C_FA (the
+lower-gamma study's figure is report/lower_gamma.py's, the figure against the paper report/vs_paper.py's)."""
 
 from __future__ import annotations
 
@@ -10,31 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Z95, Cell, Run, _pyplot, _safe, shared_row
+from kappa_rllib.report.data import Z95, Run, _pyplot, _safe, shared_row
 from kappa_rllib.report.tables import EnvTable, _by_env, _dedupe_by_seed, _fmt, _kappa_variants
-
-
-def write_lower_gamma(runs: list[Run], out: Path) -> Path | None:
-    lines, any_other = ["# Other discounts (the paper's lower-gamma study)", "",
-                        "| env | algorithm | gamma | kappa / lambda | score | n |", "|---|---|---|---|---|---|"], False
-    for env, env_runs, gamma0 in _by_env(runs):
-        if all(r.gamma == gamma0 for r in env_runs):
-            continue
-        any_other = True
-        groups = defaultdict(list)
-        for r in env_runs:
-            if r.gamma != gamma0 or r.is_baseline:
-                name = (f"baseline (kappa = 1{', ' + r.sampling if r.sampling else ''})" if r.is_baseline
-                        else (r.variant + (" naive" if r.naive else "")))
-                groups[(name, r.gamma, r.lambda_ if r.is_gae else r.kappa)].append(r.score)
-        for (name, gamma, param), scores in sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2])):
-            cell = Cell(np.asarray(scores))
-            lines.append(f"| {env} | {name} | {gamma:g} | {param:g} | {_fmt(cell.mean)} +- {_fmt(cell.ci)} | {cell.n} |")
-    if not any_other:
-        return None
-    path = out / "lower_gamma.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 # ----------------------------------------------------------------------------------- plots

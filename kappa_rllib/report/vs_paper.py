@@ -1,0 +1,162 @@
+"""Here against the paper at a glance: `vs_paper.png`, one panel per task that has the paper's cells.
+
+Each panel lists the task's published cells at the paper's setting (gamma 0.99, the paper's C_FA): kappa-PI and
+kappa-VI at the paper's kappa_best, at kappa = 0 and with the naive N_kappa = T schedule, the base algorithm
+(kappa = 1), GAE at the paper's lambda_best, any other sampling layout of those, and the base algorithm at lower
+discounts (the paper's Fig. 3, which gives curves, not numbers). For each cell:
+
+* here: every seed's score as a dot, the mean and its 95% interval (1.96 std / sqrt(n)) as a bar;
+* the paper: its mean as an open diamond and its +- as a band.
+
+A cell is taken at the paper's own kappa (or lambda) where it was run here, so that a row compares one setting
+with itself; where it was not, the table's cell (`tables.build_tables`) stands, its kappa in the label.
+`vs_paper_panels` gives the data, `vs_paper_figure` draws exactly it (each artist tagged with its cell's label).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from kappa_rllib.report.data import Cell, Run, _pyplot, is_plain
+from kappa_rllib.report.lower_gamma import gamma_study
+from kappa_rllib.report.plots import LABEL_FONT_PT, LEGEND_FONT_PT, PLOT_DPI, TICK_FONT_PT, TITLE_FONT_PT
+from kappa_rllib.report.tables import PAPER_C_FA, EnvTable
+
+SHORT = {"kappa-pi": "κ-PI", "kappa-vi": "κ-VI"}
+BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
+PAPER_COLOR, HERE_COLOR = "tab:red", "tab:blue"
+FIGURE_WIDTH_IN = 9.0  # shown 880 px wide (the README's column), 9 pt text is 12 px high
+ROW_HEIGHT_IN = 0.3
+
+
+@dataclasses.dataclass
+class Entry:
+    """One cell of a panel: here (its seeds' scores) and the paper's mean and +- (None where the paper has none)."""
+
+    label: str
+    cell: Cell
+    paper: tuple[float, float] | None = None
+
+
+@dataclasses.dataclass
+class Panel:
+    env: str
+    entries: list
+
+
+def _every(t: EnvTable, name: str, param: float) -> Cell | None:
+    return next((cell for n, p, cell in t.every if n == name and p == param and cell.n), None)
+
+
+def _sampling_note(variant: str) -> str:
+    """ "kappa-pi (num_envs_per_env_runner=1)" -> ", 1 sub-env" (the one layout the project varies), else its text."""
+    if "(" not in variant:
+        return ""
+    setting = variant.split("(", 1)[1].rstrip(")")
+    if setting == "num_envs_per_env_runner=1":
+        return ", 1 sub-env"
+    return f", {setting}"
+
+
+def vs_paper_panels(tables: list[EnvTable], runs: list[Run], paper: dict) -> list[Panel]:
+    """One Panel per task whose table (gamma 0.99, the paper's C_FA) has at least one of the paper's cells."""
+    studies = {s.env: s for s in gamma_study(runs)}
+    panels = []
+    for t in tables:
+        if t.family not in PAPER_C_FA or t.gamma != 0.99 or t.c_fa not in (None, PAPER_C_FA[t.family]):
+            continue
+        entries = []
+        kappa_rows = [v for v in t.rows if v and not is_plain(v)]
+        for variant in kappa_rows:
+            base_variant = variant.split(" (")[0]
+            short, note = SHORT.get(base_variant, base_variant), _sampling_note(variant)
+            cols = t.rows[variant]
+            for column, name in (("kappa_best", variant), ("kappa_0", variant), ("naive", f"{variant} naive")):
+                p = paper.get((t.env, base_variant, column))
+                cell = cols.get(column)
+                if p is not None and column != "kappa_0":
+                    cell = _every(t, name, p[2]) or cell  # at the paper's own kappa where it ran here
+                if cell is None or not cell.n or (note and p is None):
+                    continue
+                what = {"kappa_best": f"κ={cell.param:g}", "kappa_0": "κ=0",
+                        "naive": f"naive N_κ=T, κ={cell.param:g}"}[column]
+                entries.append(Entry(f"{short} {what}{note}", cell, p[:2] if p else None))
+        base_name = BASE.get(t.family, "baseline")
+        for row in [""] + [v for v in t.rows if is_plain(v)]:
+            note = _sampling_note(row)
+            for column in ("baseline", "gae"):
+                p = paper.get((t.env, "", column))
+                cell = t.rows.get(row, {}).get(column)
+                if column == "gae" and p is not None and not row:
+                    cell = _every(t, "gae", p[2]) or cell
+                if cell is None or not cell.n or (note and p is None):
+                    continue
+                what = base_name if column == "baseline" else f"GAE λ={cell.param:g}"
+                entries.append(Entry(f"{what}{note}", cell, p[:2] if p else None))
+        study = studies.get(t.env)
+        if study is not None:
+            for gamma, cell in study.base.items():
+                if gamma < study.main_gamma:
+                    entries.append(Entry(f"{base_name} γ={gamma:g}", cell, None))
+        if any(e.paper for e in entries):
+            panels.append(Panel(t.env, entries))
+    return panels
+
+
+def vs_paper_figure(panels: list[Panel]):
+    """The figure of `panels`: a panel a task, two columns; each artist's gid names what it draws
+    ("seeds|<env>|<label>", "here|...", "paper|...", "paper band|...")."""
+    plt = _pyplot()
+    ncols = 2 if len(panels) > 1 else 1
+    nrows = math.ceil(len(panels) / ncols)
+    heights = [max(len(p.entries) for p in panels[r * ncols:(r + 1) * ncols]) * ROW_HEIGHT_IN + 0.9
+               for r in range(nrows)]
+    fig, axes = plt.subplots(nrows, ncols, figsize=(FIGURE_WIDTH_IN, sum(heights) + 0.5), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels):
+        n = len(panel.entries)
+        for i, e in enumerate(panel.entries):
+            y = n - 1 - i  # the first entry on top
+            tag = f"{panel.env}|{e.label}"
+            if e.paper is not None:
+                mean, pm = e.paper
+                ax.fill_betweenx([y - 0.32, y + 0.32], mean - pm, mean + pm, color=PAPER_COLOR, alpha=0.18,
+                                 linewidth=0, gid=f"paper band|{tag}")
+                ax.plot([mean], [y], "D", mfc="none", mec=PAPER_COLOR, mew=1.4, ms=7, gid=f"paper|{tag}")
+            offsets = np.linspace(-0.18, 0.18, e.cell.n) if e.cell.n > 1 else np.zeros(1)
+            ax.scatter(e.cell.scores, y + offsets, s=10, color=HERE_COLOR, alpha=0.5, linewidths=0, gid=f"seeds|{tag}")
+            ci = e.cell.ci if np.isfinite(e.cell.ci) else 0.0
+            bar = ax.errorbar([e.cell.mean], [y], xerr=[[ci], [ci]], fmt="o", color="black", ms=4, capsize=3,
+                              elinewidth=1.5)
+            bar.lines[0].set_gid(f"here|{tag}")
+        ax.set_yticks(range(n), [e.label for e in reversed(panel.entries)])
+        ax.set_ylim(-0.7, n - 0.3)
+        ax.set_title(panel.env, fontsize=TITLE_FONT_PT)
+        ax.set_xlabel("score", fontsize=LABEL_FONT_PT)
+        ax.tick_params(labelsize=TICK_FONT_PT)
+        ax.grid(axis="x", alpha=0.3)
+    handles = [plt.Line2D([], [], ls="none", marker="o", color=HERE_COLOR, alpha=0.5, ms=4, label="here: a seed"),
+               plt.Line2D([], [], ls="-", marker="o", color="black", ms=4, label="here: mean, 95% CI"),
+               plt.Line2D([], [], ls="none", marker="D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper: mean"),
+               plt.matplotlib.patches.Patch(color=PAPER_COLOR, alpha=0.18, label="paper: its ±")]
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=LEGEND_FONT_PT, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (sum(heights) + 0.5)))
+    return fig
+
+
+def write_vs_paper(tables: list[EnvTable], runs: list[Run], paper: dict, out: Path) -> list[Path]:
+    """`vs_paper.png`, where some task has the paper's cells; nothing otherwise."""
+    panels = vs_paper_panels(tables, runs, paper)
+    if not panels:
+        return []
+    fig = vs_paper_figure(panels)
+    path = out / "vs_paper.png"
+    fig.savefig(path, dpi=PLOT_DPI)
+    _pyplot().close(fig)
+    return [path]

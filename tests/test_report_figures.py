@@ -1,0 +1,183 @@
+"""`kappa-rllib report`'s figures read as data: what each draws is checked against the report's numbers (the
+artists' data, tagged by gid), never the pixels. The figure against the paper (`vs_paper.png`), the IQM interval
+plot (`iqm.png`) and the lower-discount study (`lower_gamma.md`, `lower_gamma_<env>.png`, the paper's Fig. 3)."""
+
+import math
+
+import numpy as np
+import pytest
+from rliable import metrics
+
+from kappa_rllib import report
+from kappa_rllib.report import iqm, lower_gamma, vs_paper
+from kappa_rllib.report.data import Run
+
+
+def _runs(env, scores, *, variant="plain", kappa=1.0, lambda_=None, naive=False, c_fa=0.2, gamma=0.99,
+          family="trpo", sampling=""):
+    """Hand-built Runs of one cell, one episode each: a run's score is its score."""
+    plain = variant.startswith("plain")
+    return [Run(path=f"{env}/{variant}/{kappa}/{lambda_}/{naive}/{gamma}/{seed}", env=env, family=family,
+                variant=variant, kappa=kappa, c_fa=None if plain else c_fa, naive=naive, gamma=gamma,
+                lambda_=(1.0 if lambda_ is None else lambda_) if plain else None, seed=seed,
+                episode_returns=[float(s)], steps=np.array([1000.0]), curve=np.array([float(s)]), env_steps=1000,
+                sampling=sampling)
+            for seed, s in enumerate(scores)]
+
+
+def _ci(scores):
+    return 1.96 * np.std(scores, ddof=1) / math.sqrt(len(scores))
+
+
+def _tagged(fig):
+    """{gid: artist} over every axis of the figure."""
+    found = {}
+    for ax in fig.axes:
+        for artist in ax.get_children():
+            if artist.get_gid():
+                found[artist.get_gid()] = artist
+    return found
+
+
+# Walker2d: the paper's Table 2 cells (kappa-PI 1438 +- 188 at 0.68, kappa = 0 1371 +- 192, kappa-VI 954 +- 88 at 0.68,
+# TRPO 594 +- 99, naive 1082 +- 110 at kappa 0, GAE 1601 +- 190 at lambda 0); TRPO at two lower discounts
+WALKER = (_runs("Walker2d-v5", [1500, 1700, 1900], variant="kappa-pi", kappa=0.68)
+          + _runs("Walker2d-v5", [2500, 2600, 2700], variant="kappa-pi", kappa=0.36)  # here's best, not the paper's
+          + _runs("Walker2d-v5", [1200, 1300, 1400], variant="kappa-pi", kappa=0.0)
+          + _runs("Walker2d-v5", [900, 1000, 1100], variant="kappa-pi", kappa=0.0, naive=True)
+          + _runs("Walker2d-v5", [700, 710, 720], variant="kappa-vi", kappa=0.68)
+          + _runs("Walker2d-v5", [1800, 1900, 2000], variant="kappa-pi", kappa=0.68,
+                  sampling="num_envs_per_env_runner=1")
+          + _runs("Walker2d-v5", [580, 590, 600])  # TRPO
+          + _runs("Walker2d-v5", [1300, 1310, 1320], lambda_=0.0)  # GAE
+          + _runs("Walker2d-v5", [1400, 1400, 1400], lambda_=0.84)  # a better GAE lambda than the paper's
+          + _runs("Walker2d-v5", [400, 420, 440], gamma=0.68)
+          + _runs("Walker2d-v5", [610, 620, 630], gamma=0.92))
+for _r in WALKER:  # the one-sub-env cell is its own variant, as report/load.py names it
+    if _r.sampling:
+        _r.variant = "kappa-pi (num_envs_per_env_runner=1)"
+
+
+def test_vs_paper_takes_each_cell_at_the_papers_own_setting_beside_the_papers_number():
+    tables = report.build_tables(WALKER)
+    [panel] = vs_paper.vs_paper_panels(tables, WALKER, report.load_paper_tables())
+    entries = {e.label: e for e in panel.entries}
+    assert list(entries) == ["κ-PI κ=0.68", "κ-PI κ=0", "κ-PI naive N_κ=T, κ=0", "κ-VI κ=0.68",
+                             "κ-PI κ=0.68, 1 sub-env", "TRPO", "GAE λ=0", "TRPO γ=0.68", "TRPO γ=0.92"]
+    # at the paper's kappa_best 0.68, not here's best 0.36; GAE at the paper's lambda 0, not here's best 0.84
+    assert entries["κ-PI κ=0.68"].cell.mean == pytest.approx(1700) and entries["κ-PI κ=0.68"].paper == (1438, 188)
+    assert entries["GAE λ=0"].cell.mean == pytest.approx(1310) and entries["GAE λ=0"].paper == (1601, 190)
+    assert entries["κ-PI κ=0"].paper == (1371, 192) and entries["κ-VI κ=0.68"].paper == (954, 88)
+    assert entries["TRPO"].paper == (594, 99) and entries["κ-PI naive N_κ=T, κ=0"].paper == (1082, 110)
+    assert entries["κ-PI κ=0.68, 1 sub-env"].paper == (1438, 188)  # the authors sample one env: the same cell
+    assert entries["TRPO γ=0.68"].paper is None and entries["TRPO γ=0.68"].cell.mean == pytest.approx(420)
+
+
+def test_vs_paper_draws_every_seed_each_mean_and_its_ci_and_the_papers_mean_and_band():
+    tables = report.build_tables(WALKER)
+    panels = vs_paper.vs_paper_panels(tables, WALKER, report.load_paper_tables())
+    fig = vs_paper.vs_paper_figure(panels)
+    drawn = _tagged(fig)
+    for e in panels[0].entries:
+        tag = f"Walker2d-v5|{e.label}"
+        seeds = drawn[f"seeds|{tag}"].get_offsets()
+        assert sorted(seeds[:, 0]) == pytest.approx(sorted(e.cell.scores))
+        y = seeds[:, 1].mean()
+        here = drawn[f"here|{tag}"]
+        assert here.get_xdata()[0] == pytest.approx(e.cell.mean) and here.get_ydata()[0] == pytest.approx(y)
+        if e.paper is None:
+            assert f"paper|{tag}" not in drawn and f"paper band|{tag}" not in drawn
+            continue
+        assert drawn[f"paper|{tag}"].get_xdata()[0] == e.paper[0]
+        band = drawn[f"paper band|{tag}"].get_paths()[0].vertices
+        assert band[:, 0].min() == pytest.approx(e.paper[0] - e.paper[1])
+        assert band[:, 0].max() == pytest.approx(e.paper[0] + e.paper[1])
+        assert band[:, 1].min() < y < band[:, 1].max()  # on its cell's row
+    # the 95% interval: the error bar's half-width is 1.96 std / sqrt(n) of the seeds
+    bars = [c for c in fig.axes[0].containers if c.lines[0].get_gid() == "here|Walker2d-v5|κ-PI κ=0.68"]
+    segment = bars[0].lines[2][0].get_segments()[0]
+    assert segment[1][0] - segment[0][0] == pytest.approx(2 * _ci([1500, 1700, 1900]))
+    # MinAtar (no paper cell for it): no figure
+    minatar = _runs("MinAtar/Breakout-v1", [5, 6, 7], variant="kappa-pi", kappa=0.84, family="dqn", c_fa=0.05)
+    assert vs_paper.vs_paper_panels(report.build_tables(minatar), minatar, report.load_paper_tables()) == []
+
+
+def test_the_iqm_figure_draws_the_aggregate_iqm_md_gives(tmp_path):
+    runs = []
+    for env, shift in (("Walker2d-v5", 0), ("Hopper-v5", 100)):
+        runs += (_runs(env, [500 + shift, 600 + shift, 700 + shift], variant="kappa-pi", kappa=0.68)
+                 + _runs(env, [100 + shift, 200 + shift, 300 + shift]))
+    paths = iqm.write_iqm(report.build_tables(runs), tmp_path, reps=200)
+    assert [p.name for p in paths] == ["iqm.md", "iqm.csv", "iqm.png"]
+    aggregate = iqm._normalised_aggregate(
+        {(v, c): {t.env + " (C_FA 0.2)": cell.scores for t in report.build_tables(runs)
+                  for v2, cols in t.rows.items() for c2, cell in cols.items() if (v2, c2) == (v, c)}
+         for v, c in (("kappa-pi", "kappa_best"), ("", "baseline"))}, report.build_tables(runs))
+    fig = iqm.iqm_figure(aggregate, "TRPO")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["TRPO (κ = 1) (2 envs)", "κ-PI κ_best (2 envs)"]  # the best on top
+    bars = [p for p in ax.patches if p.get_width() > 0]
+    for label, name in zip(labels, ["baseline", "kappa-pi kappa_best"]):
+        value, lo, hi, _ = aggregate[name]
+        [bar] = [b for b in bars if abs(b.get_y() + b.get_height() / 2 - labels.index(label)) < 1e-9]
+        assert bar.get_x() == pytest.approx(lo) and bar.get_x() + bar.get_width() == pytest.approx(hi)
+    # the IQM of the normalised kappa-PI runs: each env's min-max over its 6 runs puts them at 2/3 .. 1
+    assert aggregate["kappa-pi kappa_best"][0] == pytest.approx(
+        metrics.aggregate_iqm(np.array([[2 / 3, 2 / 3], [5 / 6, 5 / 6], [1.0, 1.0]])))
+
+
+# Ant: TRPO improves at gamma 0.68 (the paper's reading) but kappa-VI beats it; Walker2d: a lower gamma does not help
+STUDY = (_runs("Ant-v5", [-20, -18, -16])  # TRPO at 0.99
+         + _runs("Ant-v5", [800, 900, 1000], gamma=0.68)
+         + _runs("Ant-v5", [100, 200, 300], gamma=0.92)
+         + _runs("Ant-v5", [1300, 1400, 1500], variant="kappa-pi", kappa=0.68)
+         + _runs("Ant-v5", [700, 1000, 1300], variant="kappa-pi", kappa=0.0)
+         + _runs("Ant-v5", [3000, 3100, 3200], variant="kappa-vi", kappa=0.68)
+         + _runs("Walker2d-v5", [590, 600, 610])
+         + _runs("Walker2d-v5", [500, 650, 400], gamma=0.68)
+         + _runs("Walker2d-v5", [1500, 1600, 1700], variant="kappa-pi", kappa=0.68)
+         + _runs("Walker2d-v5", [900, 1000, 1100], variant="kappa-vi", kappa=0.68)
+         + _runs("Hopper-v5", [1000, 1100, 1200], variant="kappa-pi", kappa=0.68))  # no lower gamma: no study
+
+
+def test_the_gamma_study_puts_every_cell_of_a_task_on_the_discount_axis():
+    studies = {s.env: s for s in lower_gamma.gamma_study(STUDY)}
+    assert set(studies) == {"Ant-v5", "Walker2d-v5"}
+    ant = studies["Ant-v5"]
+    assert {g: c.mean for g, c in ant.base.items()} == pytest.approx({0.68: 900, 0.92: 200, 0.99: -18})
+    assert ant.best_lower().param == 0.68
+    assert {k: c.mean for k, c in ant.kappas["kappa-pi"].items()} == pytest.approx({0.0: 1000, 0.68: 1400, 1.0: -18})
+    assert ant.kappa_best["kappa-pi"].param == 0.68 and ant.kappa_best["kappa-vi"].param == 0.68
+    fig = lower_gamma.study_figure(ant)
+    drawn = _tagged(fig)
+    for g, cell in ant.base.items():
+        assert sorted(drawn[f"seeds|gamma|TRPO|{g:g}"].get_offsets()[:, 1]) == pytest.approx(sorted(cell.scores))
+        assert drawn[f"mean|gamma|TRPO|{g:g}"].get_ydata()[0] == pytest.approx(cell.mean)
+    for variant, cells in ant.kappas.items():
+        for k, cell in cells.items():
+            assert drawn[f"mean|kappa|{variant}|{k:g}"].get_ydata()[0] == pytest.approx(cell.mean)
+    left, right = fig.axes[:2]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["0.68", "0.92", "0.99"]
+    assert [t.get_text() for t in right.get_xticklabels()] == ["0", "0.68", "1"]
+
+
+def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_over_the_tasks(tmp_path):
+    paths = lower_gamma.write_lower_gamma(STUDY, tmp_path, reps=200)
+    assert [p.name for p in paths] == ["lower_gamma.md", "lower_gamma_Ant-v5.png", "lower_gamma_Walker2d-v5.png"]
+    text = paths[0].read_text()
+    # kappa_best against the base algorithm at its best lower gamma: Mann-Whitney counts over the 3 x 3 pairs
+    assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400 +- 113, n=3) | gamma 0.68 (900 +- 113, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | kappa-vi | kappa 0.68 (3100 +- 113, n=3) | gamma 0.68 (900 +- 113, n=3) | 1.00 |" in text
+    assert "| Walker2d-v5 | kappa-vi | kappa 0.68 (1000 +- 113, n=3) | gamma 0.68 (517 +- 142, n=3) | 1.00 |" in text
+    assert "| kappa-pi, 2 tasks | 1.00 |" in text and "| kappa-vi, 2 tasks | 1.00 |" in text
+    # does a lower gamma help the base algorithm? On Ant every pair: 1.00; on Walker2d 4 of 9 pairs above
+    assert "| Ant-v5 | gamma 0.68 (900 +- 113, n=3) | gamma 0.99 (-18 +- 2, n=3) | 1.00 |" in text
+    walker = metrics.probability_of_improvement(np.array([[500.0], [650.0], [400.0]]),
+                                                np.array([[590.0], [600.0], [610.0]]))
+    assert walker == pytest.approx(1 / 3)
+    assert f"| Walker2d-v5 | gamma 0.68 (517 +- 142, n=3) | gamma 0.99 (600 +- 11, n=3) | {walker:.2f} |" in text
+    assert f"| lower gamma, 2 tasks | {(1 + walker) / 2:.2f} |" in text
+    assert "| Ant-v5 | baseline (kappa = 1) | 0.92 | 1 | 200.0 +- " in text  # every cell at another discount
+    # no run at another discount: nothing written
+    assert lower_gamma.write_lower_gamma([r for r in STUDY if r.gamma == 0.99], tmp_path / "none") == []
