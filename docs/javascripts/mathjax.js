@@ -14,11 +14,20 @@ window.MathJax = {
   },
 };
 
+// MathJax typesets the first page itself when it starts; document$ emits again only on an instant-navigation
+// page change, where the new page's maths is typeset afresh. (The site renders SVG: no CHTML font cache to
+// clear, so no `MathJax.startup.output.clearCache()`, which SVG output does not have.)
 if (typeof document$ !== "undefined") {
+  let first = true;
   document$.subscribe(() => {
-    MathJax.startup.output.clearCache();
-    MathJax.typesetClear();
-    MathJax.texReset();
-    MathJax.typesetPromise();
+    if (first) {
+      first = false;
+      return;
+    }
+    MathJax.startup.promise.then(() => {
+      MathJax.typesetClear();
+      MathJax.texReset();
+      return MathJax.typesetPromise();
+    });
   });
 }

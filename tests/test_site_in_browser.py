@@ -1,0 +1,343 @@
+"""The documentation site as a reader's browser shows it, on a phone (390 px) and on a desktop (1400 px):
+the built site (`mkdocs build --strict`, once for the module) served on a loopback port and opened in
+headless Chromium, driven over the DevTools protocol (a websocket: the `websockets` package). On the
+home, results, Table 2, algorithms, paper-settings and experiments pages:
+
+- every displayed equation renders (MathJax's SVG wider than 20 px; Material's phone rule
+  `div.arithmatex > * {width: min-content}` once made each one 1 px wide);
+- code text is at least 13 px;
+- the page asks no other host for anything (fonts, scripts): it works offline;
+- no JavaScript error is thrown on load;
+- the navigation's label of the page is the page's heading;
+- at 1400 px nothing is wider than its box, unless it is in a box that scrolls sideways (a console
+  block's program output, a results table of many columns).
+
+Without a Chromium binary these tests skip, unless KAPPA_BROWSER_TESTS=required (.ci/run installs
+Debian's `chromium` and sets it), where they fail.
+
+`python tests/test_site_in_browser.py DIR` writes screenshots of the pages at both widths to DIR.
+"""
+
+import base64
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BROWSER = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+REQUIRED = os.environ.get("KAPPA_BROWSER_TESTS") == "required"
+# one test process builds the site and opens the browser once for every test of the module (pytest-xdist)
+pytestmark = [pytest.mark.xdist_group("browser")]
+if BROWSER is None and not REQUIRED:
+    pytestmark.append(pytest.mark.skip(reason="no chromium binary (apt-get install chromium; CI sets KAPPA_BROWSER_TESTS=required)"))
+
+# the pages checked at each width, by their paths in the site
+PAGES = ["", "results/", "results/table2/", "algorithms/", "paper-settings/", "experiments/"]
+WIDTHS = {"phone": 390, "desktop": 1400}
+MIN_CODE_PX = 13
+MIN_EQUATION_PX = 20
+
+
+# ------------------------------------------------------------------------------------ the driver
+class DevTools:
+    """A DevTools-protocol client on the browser's websocket; pages are targets attached with flat sessions."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def _receive(self, timeout: float) -> dict:
+        return json.loads(self.ws.recv(timeout=timeout))
+
+    def send(self, method: str, session: str | None = None, timeout: float = 30, **params) -> dict:
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        self.ws.send(json.dumps(message))
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._receive(max(0.1, deadline - time.monotonic()))
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method: str, session: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if event.get("method") == method and event.get("sessionId") == session:
+                    return event
+            seen = len(self.events)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(method)
+            self.events.append(self._receive(left))
+
+    def session_events(self, session: str, method: str) -> list[dict]:
+        return [e["params"] for e in self.events if e.get("sessionId") == session and e.get("method") == method]
+
+
+@contextlib.contextmanager
+def browser():
+    """Headless Chromium with a fresh profile; yields a DevTools client connected to it."""
+    with tempfile.TemporaryDirectory(prefix="kappa-chromium-") as profile:
+        process = subprocess.Popen(
+            [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
+             "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            active = Path(profile) / "DevToolsActivePort"
+            deadline = time.monotonic() + 30
+            while not (active.is_file() and len(active.read_text().split()) >= 2):
+                assert process.poll() is None, f"{BROWSER} exited with {process.returncode}"
+                assert time.monotonic() < deadline, f"{BROWSER} opened no DevTools port in 30 s"
+                time.sleep(0.05)
+            port, path = active.read_text().split()[:2]
+            from websockets.sync.client import connect
+
+            with connect(f"ws://127.0.0.1:{port}{path}", max_size=None, open_timeout=10) as ws:
+                yield DevTools(ws)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def served(site_dir: Path):
+    """The built site on a loopback port (http.server in a thread); yields its base URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site_dir)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# What the page shows, measured in it once MathJax has typeset and the fonts have loaded.
+MEASURE = r"""
+(async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await document.fonts.ready;
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const content = document.querySelector("article.md-content__inner");
+  const name = e => e.tagName.toLowerCase() + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "");
+  const scrolls = e => ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
+  const equations = [...content.querySelectorAll("div.arithmatex")].map(div => {
+    const svg = div.querySelector("mjx-container svg");
+    return {tex: div.textContent.trim().slice(0, 50), width: svg ? svg.getBoundingClientRect().width : 0};
+  });
+  const code = [...content.querySelectorAll("code")].map(c => ({
+    text: c.textContent.trim().slice(0, 40), px: parseFloat(getComputedStyle(c).fontSize)}));
+  const here = [...document.querySelectorAll("nav.md-nav--primary a.md-nav__link")].filter(a => a.href === location.href);
+  const h1 = content.querySelector("h1");
+  // the column: Material's content area (a table's scroll box reaches 0.8rem into its margins)
+  const right = document.querySelector(".md-content").getBoundingClientRect().right;
+  const wide = [];
+  for (const e of content.querySelectorAll("*")) {
+    if (e.closest("mjx-container") && e.tagName.toLowerCase() !== "mjx-container") continue;
+    let a = e.parentElement, scrolled = false;
+    while (a && a !== content) { if (scrolls(a)) { scrolled = true; break; } a = a.parentElement; }
+    if (scrolled) continue;  // measured as a whole: the box that scrolls
+    const over = scrolls(e) ? e.scrollWidth > e.clientWidth + 1 : e.getBoundingClientRect().right > right + 1;
+    if (over) wide.push({element: name(e), text: e.textContent.trim().slice(0, 60),
+                         scrollWidth: e.scrollWidth, clientWidth: e.clientWidth,
+                         right: Math.round(e.getBoundingClientRect().right), column: Math.round(right)});
+  }
+  return {
+    equations, code,
+    nav: here.map(a => a.textContent.trim().replace(/\s+/g, " ")),
+    h1: h1 ? h1.textContent.replace("¶", "").trim().replace(/\s+/g, " ") : null,
+    wide,
+    pageScroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  };
+})()
+"""
+
+
+DETAIL = """(() => {
+  const output = document.querySelector("article pre > code .go");
+  const tables = [...document.querySelectorAll("article .md-typeset__scrollwrap")];
+  const widest = tables.sort((a, b) => b.querySelectorAll("th").length - a.querySelectorAll("th").length)[0];
+  const e = document.querySelector("article div.arithmatex") || (output && output.closest("pre")) || widest;
+  if (e) e.scrollIntoView({block: "center"});
+})()"""
+
+
+def visit(devtools: DevTools, url: str, width: int, screenshot: Path | None = None) -> dict:
+    """Open url in a new tab of the given width; what MEASURE finds, the requests the page made and the
+    JavaScript errors it threw."""
+    target = devtools.send("Target.createTarget", url="about:blank")["targetId"]
+    session = devtools.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+    try:
+        for domain in ("Page", "Runtime", "Network"):
+            devtools.send(f"{domain}.enable", session)
+        devtools.send("Emulation.setDeviceMetricsOverride", session, width=width, height=900,
+                      deviceScaleFactor=1, mobile=width < 600)
+        devtools.send("Page.navigate", session, url=url)
+        devtools.wait_for("Page.loadEventFired", session)
+        result = devtools.send("Runtime.evaluate", session, expression=MEASURE, awaitPromise=True,
+                               returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{url}: measuring failed: {result['exceptionDetails']}")
+        found = result["result"]["value"]
+        found["requests"] = [e["request"]["url"] for e in devtools.session_events(session, "Network.requestWillBeSent")]
+        found["failed"] = [e for e in devtools.session_events(session, "Network.loadingFailed") if not e.get("canceled")]
+        found["exceptions"] = [
+            (e["exceptionDetails"].get("exception", {}).get("description") or e["exceptionDetails"]["text"]).splitlines()[0]
+            for e in devtools.session_events(session, "Runtime.exceptionThrown")]
+        if screenshot is not None:  # the page's top, then its first equation, program output or widest table
+            for kind, script in (("top", "window.scrollTo(0, 0)"), ("detail", DETAIL)):
+                devtools.send("Runtime.evaluate", session, expression=script)
+                time.sleep(0.3)
+                data = devtools.send("Page.captureScreenshot", session, format="png")["data"]
+                screenshot.with_name(f"{screenshot.name}-{kind}.png").write_bytes(base64.b64decode(data))
+        return found
+    finally:
+        devtools.send("Target.closeTarget", targetId=target)
+
+
+# --------------------------------------------------------------------------------------- the tests
+def build_site(out_dir: Path) -> Path:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    build = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out_dir)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    if build.returncode != 0:
+        pytest.fail(f"mkdocs build --strict failed:\n{build.stderr[-3000:]}")
+    return out_dir
+
+
+@pytest.fixture(scope="module")
+def shown(tmp_path_factory):
+    """{(page, width name): what the browser found}, every page at both widths, one browser for all."""
+    assert BROWSER, "KAPPA_BROWSER_TESTS=required but no chromium binary is installed (apt-get install chromium)"
+    site_dir = build_site(tmp_path_factory.mktemp("browser") / "site")
+    found = {}
+    with served(site_dir) as base, browser() as devtools:
+        for name, width in WIDTHS.items():
+            for path in PAGES:
+                found[path or "home", name] = visit(devtools, base + path, width)
+    return found
+
+
+def report(problems: list[str]) -> str:
+    return f"{len(problems)} problems:\n" + "\n".join(problems[:30])
+
+
+def test_every_displayed_equation_renders_at_every_width(shown):
+    """Each `$$...$$` of the pages is an SVG wider than 20 px, on a phone as on a desktop."""
+    problems, seen = [], 0
+    for (page, width), found in shown.items():
+        for equation in found["equations"]:
+            seen += 1
+            if equation["width"] <= MIN_EQUATION_PX:
+                problems.append(f"{page} at {width}: {equation['width']:.0f} px wide: {equation['tex']}")
+    assert seen >= 2 * 10, seen  # algorithms 8, home 2, at both widths
+    assert not problems, report(problems)
+
+
+def test_code_text_is_legible(shown):
+    """Every `code` element (blocks, inline, in tables and admonitions) is at least 13 px."""
+    problems = [f"{page} at {width}: {c['px']:.1f} px: {c['text']}"
+                for (page, width), found in shown.items() for c in found["code"] if c["px"] < MIN_CODE_PX]
+    assert sum(len(found["code"]) for found in shown.values()) > 100
+    assert not problems, report(problems)
+
+
+def test_the_pages_ask_no_other_host_for_anything(shown):
+    """Every request a page makes (fonts, scripts, styles, images) goes to the site itself, and loads."""
+    from urllib.parse import urlsplit
+
+    problems = []
+    for (page, width), found in shown.items():
+        assert found["requests"], page
+        for url in found["requests"]:
+            host = urlsplit(url).hostname
+            if url.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"):
+                continue
+            problems.append(f"{page} at {width}: {url}")
+        for failure in found["failed"]:
+            problems.append(f"{page} at {width}: failed to load: {failure.get('errorText')}")
+    assert not problems, report(problems)
+
+
+def test_no_javascript_error_on_load(shown):
+    """No uncaught exception (Runtime.exceptionThrown) while a page loads and typesets its maths."""
+    problems = [f"{page} at {width}: {e}" for (page, width), found in shown.items() for e in found["exceptions"]]
+    assert not problems, report(problems)
+
+
+def test_the_navigation_names_each_page_by_its_heading(shown):
+    """The sidebar's link to a page reads as the page's h1."""
+    problems = []
+    for (page, width), found in shown.items():
+        if width != "desktop":
+            continue
+        if not found["nav"]:
+            problems.append(f"{page}: no link to itself in the navigation")
+        problems += [f"{page}: the navigation says {label!r}, the page's heading {found['h1']!r}"
+                     for label in found["nav"] if label != found["h1"]]
+    assert not problems, report(problems)
+
+
+def test_nothing_is_wider_than_its_box_on_a_desktop(shown):
+    """At 1400 px no table, code block or equation needs a sideways scroll, and nothing runs past the column."""
+    problems = []
+    for (page, width), found in shown.items():
+        if width != "desktop":
+            continue
+        if found["pageScroll"] > 0:
+            problems.append(f"{page}: the page scrolls sideways by {found['pageScroll']} px")
+        problems += [f"{page}: {w['element']} is {w['scrollWidth']} px in a {w['clientWidth']} px box "
+                     f"(right edge {w['right']}, column {w['column']}): {w['text']}" for w in found["wide"]]
+    assert not problems, report(problems)
+
+
+def test_no_page_scrolls_sideways_on_a_phone(shown):
+    problems = [f"{page}: the page scrolls sideways by {found['pageScroll']} px"
+                for (page, width), found in shown.items() if width == "phone" and found["pageScroll"] > 0]
+    assert not problems, report(problems)
+
+
+if __name__ == "__main__":  # screenshots: python tests/test_site_in_browser.py DIR
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = build_site(Path(tmp) / "site")
+        with served(site) as base, browser() as devtools:
+            for width in WIDTHS.values():
+                for path in PAGES:
+                    label = (path.strip("/").replace("/", "-") or "home") + f"-{width}"
+                    found = visit(devtools, base + path, width, screenshot=out / label)
+                    summary = {k: v for k, v in found.items() if k not in ("code", "requests")}
+                    summary["code_min_px"] = min((c["px"] for c in found["code"]), default=None)
+                    summary["other_hosts"] = [u for u in found["requests"] if "127.0.0.1" not in u and not u.startswith("data:")]
+                    print(label, json.dumps(summary)[:3000])
