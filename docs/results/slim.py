@@ -2,6 +2,9 @@
 
     python docs/results/slim.py <the grid's storage>/table2_focused docs/results/table2
     python docs/results/slim.py <the grid's storage>/breakout_1m docs/results/minatar/1m
+    python docs/results/slim.py <the grid's storage>/lower_gamma_focused docs/results/minatar/1m breakout_1m_g68_dqn_gamma
+
+A third argument keeps only the grids named (comma-separated): a file whose grids belong to two results folders.
 
 Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time and
 Tune's restore counters, kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count
@@ -24,8 +27,10 @@ def slim(row: dict) -> dict:
                                                     "episode_return_mean") if k in runners}}
 
 
-def main(experiment: Path, out: Path) -> None:
+def main(experiment: Path, out: Path, grids: set | None = None) -> None:
     for result in sorted(experiment.glob("*/*/result.json")):
+        if grids is not None and result.parent.parent.name not in grids:
+            continue
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
         if not rows or not rows[-1]["done"]:
             continue  # unfinished: not archived
@@ -37,6 +42,6 @@ def main(experiment: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python docs/results/slim.py EXPERIMENT_FOLDER OUT_FOLDER")
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: python docs/results/slim.py EXPERIMENT_FOLDER OUT_FOLDER [GRID,GRID...]")
+    main(Path(sys.argv[1]), Path(sys.argv[2]), set(sys.argv[3].split(",")) if len(sys.argv) == 4 else None)
