@@ -1,13 +1,18 @@
-"""Where Tune results live: a local (or NFS-mounted) folder, or a bucket URI such as s3://bucket/prefix.
+"""Where Tune results live: a local (or NFS-mounted) folder (`file:///PATH` is one too), or a bucket URI such
+as s3://bucket/prefix.
 
 On a cluster, every node writes its trials' results and checkpoints to Tune's `storage_path`, so it must be
 shared: an NFS mount at the same path on every node, or a bucket URI (pyarrow's filesystems, which Tune
 uses; credentials come from the nodes' environment, e.g. an instance role). `kappa-rllib report` reads a
 bucket by mirroring the small result files (params.json, result.json), never the checkpoints.
+
+Under Ray Client (`--address ray://`) the storage is a path on the cluster, which the client may not see at
+all: every check and write the driver makes there runs on the node where Tune's run runs (`on_storage`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -15,10 +20,19 @@ from pathlib import Path
 SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
 POPULATION_MARKER = "kappa_population.json"  # a PBT / PB2 population's experiment folder (kappa_rllib.tuning.driver)
 RESULT_FILES = ("params.json", "result.json", POPULATION_MARKER)
+TMP_SUFFIX = ".kappa-tmp"  # a file's copy in storage while it is written (kappa_rllib.tuning.sync; --resume deletes it)
+_FILE = re.compile(r"file://(localhost)?(?=/)", re.IGNORECASE)
 
 
 def is_uri(storage) -> bool:
-    return "://" in str(storage)
+    """A bucket URI (s3://, gs://, ...); `file:///PATH` is a local folder, not one."""
+    return "://" in str(storage) and not _FILE.match(str(storage))
+
+
+def local_path(storage) -> str:
+    """`storage` with a `file://` (or `file://localhost`) scheme taken off: the folder it names; anything
+    else as it is."""
+    return _FILE.sub("", str(storage), count=1)
 
 
 def check_uri(option: str, uri: str) -> None:
@@ -29,11 +43,34 @@ def check_uri(option: str, uri: str) -> None:
                          f"(schemes: {', '.join(SCHEMES)})")
 
 
-def join(storage, *parts: str) -> str:
-    """`storage`/parts: a URI stays a URI, a folder becomes absolute."""
+def join(storage, *parts: str, resolve: bool = True) -> str:
+    """`storage`/parts: a URI stays a URI, a folder (`file://` one too) becomes absolute (`resolve`: this
+    machine's links followed; not for a path on a cluster this process does not see)."""
     if is_uri(storage):
         return "/".join([str(storage).rstrip("/"), *parts])
-    return str(Path(storage).resolve().joinpath(*parts))
+    folder = Path(local_path(storage))
+    folder = folder.resolve() if resolve else Path(os.path.abspath(folder))
+    return str(folder.joinpath(*parts))
+
+
+def on_storage(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` where the storage is: under Ray Client, in a zero-CPU task on the node the client
+    is served from (the head, where Tune runs each grid's driver: `ray.tune.Tuner`, `_force_on_current_node`),
+    since `--storage` names a path there; here otherwise. An error `fn` raises is raised here as it was."""
+    import ray
+
+    if not ray.util.client.ray.is_connected():
+        return fn(*args, **kwargs)
+    from ray.air.util.node import _force_on_current_node
+
+    task = _force_on_current_node(ray.remote(num_cpus=0, max_retries=0)(fn))
+    try:
+        return ray.get(task.remote(*args, **kwargs))
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, BaseException):
+            raise cause from None
+        raise
 
 
 def _filesystem(uri: str):
@@ -45,7 +82,7 @@ def _filesystem(uri: str):
 def holds_files(path: str) -> bool:
     """Whether the folder (or URI prefix) exists and holds anything."""
     if not is_uri(path):
-        folder = Path(path)
+        folder = Path(local_path(path))
         return folder.is_dir() and any(folder.iterdir())
     import pyarrow.fs
 
@@ -56,8 +93,8 @@ def holds_files(path: str) -> bool:
 def write_text(folder: str, name: str, text: str) -> None:
     """Writes `folder`/`name` (a local folder, made if needed, or a bucket URI prefix)."""
     if not is_uri(folder):
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / name).write_text(text)
+        Path(local_path(folder)).mkdir(parents=True, exist_ok=True)
+        (Path(local_path(folder)) / name).write_text(text)
         return
     fs, root = _filesystem(folder)
     fs.create_dir(root, recursive=True)
