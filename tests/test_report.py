@@ -444,7 +444,8 @@ def test_lower_gamma_curves_and_heatmaps_are_written(results):
     assert "| ALE/Breakout-v5 | baseline (kappa = 1) | 0.84 | 1 | 60.0 +- " in lower
     names = {p.name for p in paths}
     assert {"curves_ALE-Breakout-v5_cfa0.05.png", "curves_ALE-Breakout-v5_cfa0.2.png",
-            "curves_Hopper-v5_cfa0.2.png", "heatmap_ALE-Breakout-v5_kappa-pi.png"} <= names
+            "curves_Hopper-v5_cfa0.2.png", "heatmap_ALE-Breakout-v5_kappa-pi.png",
+            "vs_paper.png", "lower_gamma_ALE-Breakout-v5.png"} <= names  # (report_figures tests what they draw)
     assert "heatmap_ALE-Breakout-v5_kappa-vi.png" not in names  # kappa-VI ran at one C_FA only
     for p in paths:
         if p.suffix == ".png":

@@ -181,3 +181,17 @@ def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_ove
     assert "| Ant-v5 | baseline (kappa = 1) | 0.92 | 1 | 200.0 +- " in text  # every cell at another discount
     # no run at another discount: nothing written
     assert lower_gamma.write_lower_gamma([r for r in STUDY if r.gamma == 0.99], tmp_path / "none") == []
+
+
+def test_the_studys_base_at_the_main_discount_is_the_tables_baseline_plain_trpo_first():
+    """A kappa variant run at kappa = 1 on the same seeds as plain TRPO: the table's baseline is TRPO's runs
+    (tables.build_tables sorts plain first), and so is the study's point at gamma 0.99 and its kappa = 1."""
+    runs = (_runs("Walker2d-v5", [900, 900, 900], variant="kappa-pi", kappa=1.0)
+            + _runs("Walker2d-v5", [580, 590, 600])
+            + _runs("Walker2d-v5", [400, 420, 440], gamma=0.68)
+            + _runs("Walker2d-v5", [1500, 1700, 1900], variant="kappa-pi", kappa=0.68))
+    [table] = report.build_tables(runs)
+    [study] = lower_gamma.gamma_study(runs)
+    assert sorted(table.rows[""]["baseline"].scores) == [580, 590, 600]
+    assert sorted(study.base[0.99].scores) == [580, 590, 600]
+    assert sorted(study.kappas["kappa-pi"][1.0].scores) == [580, 590, 600]

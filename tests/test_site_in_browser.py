@@ -99,7 +99,7 @@ def browser():
     with tempfile.TemporaryDirectory(prefix="kappa-chromium-") as profile:
         process = subprocess.Popen(
             [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
              "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={profile}",
              "--remote-debugging-port=0", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -79,7 +79,7 @@ def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000, score_window:
         writer = csv.DictWriter(f, fieldnames=["env", "cell", "iqm", "ci_low", "ci_high", "n"])
         writer.writeheader()
         writer.writerows(rows_csv)
-    if aggregate:
+    if aggregate and _plots_unavailable() is None:  # (rliable's plot_utils needs seaborn: no figure without it)
         families = {t.family for t in tables}
         paths.append(write_iqm_figure(aggregate, out, base=_BASE.get(families.pop()) if len(families) == 1 else None))
     return paths
@@ -132,6 +132,14 @@ def write_iqm_figure(aggregate: dict, out: Path, base: str | None = None) -> Pat
     fig.savefig(path, dpi=PLOT_DPI, bbox_inches="tight")
     _pyplot().close(fig)
     return path
+
+
+def _plots_unavailable() -> str | None:
+    try:
+        from rliable import plot_utils  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - a broken plotting stack means no iqm.png, not a failed report
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def improvement_with_ci(pairs: dict, reps: int = 2000, seed: int = 0) -> dict:
