@@ -84,9 +84,10 @@ def make_trials(folder: Path, n: int) -> list:
 def full_check(folder: Path, trial) -> list[dict]:
     """The check without the cache: the trial's result.json and every W&B file of its run, read."""
     from kappa_rllib.tuning import tracking
+    from kappa_rllib.tuning.tracking.wandb_files import _read_held
 
     paths = sorted(folder.glob(f"wandb/*run-*-{trial.trial_id}/run-{trial.trial_id}.wandb"))
-    return tracking.replay_rows(tracking.stored_rows(trial), tracking._read_held(paths))
+    return tracking.replay_rows(tracking.stored_rows(trial), _read_held(paths))
 
 
 def timed(check, folder: Path, trials) -> float:

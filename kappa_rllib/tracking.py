@@ -3,7 +3,8 @@
 
 `train` logs its one run through the libraries' own loggers (`wandb.init` / `wandb.log`,
 `mlflow.start_run` / `mlflow.log_metrics`, `RunTracker` here); `tune` through Tune callbacks
-(kappa_rllib.tuning.tracking) that log the same way: one logged run per trial.
+(kappa_rllib.tuning.tracking) that log the same way: one logged run per trial, found again by its grid,
+its trial id and its grid's storage (a store or project may hold several files' grids of one name).
 
 - The config once, as the run's config (W&B) or params (MLflow), never as metrics.
 - Every result's metrics, flattened with `/` (`env_runners/episode_return_mean`, `kappa/iteration`,

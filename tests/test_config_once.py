@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from ray import tune
+from ray.tune.tune import _Config
 
 from kappa_rllib import KappaPITRPOConfig
 from kappa_rllib.tuning.config_once import ConfigOnceMixin
@@ -85,13 +86,14 @@ def test_a_config_that_cannot_be_compared_is_on_every_row():
 
 
 def test_tunes_result_has_the_config_the_files_leave_out(ray_local, tmp_path):
-    """Driven by Tune with kappa-rllib tune's loggers and ConfigOnLastResult last: ResultGrid's Result.config
-    (Tune reads it from the trial's last result) is the trial's config; result.json has it on two rows of four."""
+    """Driven by Tune with kappa-rllib tune's loggers around_loggers (ConfigOnLastResult last): ResultGrid's
+    Result.config (Tune reads it from the trial's last result) is the trial's config; result.json has it whole on
+    a stretch's first two rows and its last (Tune's stop rule), the axis (lr) alone on the row between."""
     import json
 
     from ray.tune import RunConfig
 
-    from kappa_rllib.tuning.config_once import ConfigOnLastResult
+    from kappa_rllib.tuning.config_once import around_loggers
     from kappa_rllib.tuning.tracking import tune_loggers
 
     import sys
@@ -99,12 +101,163 @@ def test_tunes_result_has_the_config_the_files_leave_out(ray_local, tmp_path):
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Counter: its workers cannot import tests/
-    tuner = tune.Tuner(Counter, param_space={"lr": tune.grid_search([0.1, 0.2])},
+    tuner = tune.Tuner(Counter, param_space={"lr": tune.grid_search([0.1, 0.2]), "other": 1},
                        run_config=RunConfig(name="once", storage_path=str(tmp_path), stop={"training_iteration": 4},
-                                            callbacks=tune_loggers() + [ConfigOnLastResult()], verbose=0))
+                                            callbacks=around_loggers(tune_loggers()), verbose=0))
     results = tuner.fit()
     assert sorted(r.config["lr"] for r in results) == [0.1, 0.2] and not results.errors
     for r in results:
         rows = [json.loads(line) for line in (Path(r.path) / "result.json").read_text().splitlines()]
-        assert [("config" in row) for row in rows] == [True, True, False, False]
-        assert rows[0]["config"] == r.config == json.loads((Path(r.path) / "params.json").read_text())
+        params = json.loads((Path(r.path) / "params.json").read_text())
+        assert [row["config"] == params for row in rows] == [True, True, False, True]
+        assert rows[0]["config"] == r.config == params and rows[2]["config"] == {"lr": params["lr"]}
+
+
+# ------------------------------------------------------------------------ every row says which trial it is
+class Seeded(Counter):
+    """A Counter that says in each row which lr it ran with."""
+
+    def step(self):
+        import time
+
+        time.sleep(self.config.get("sleep", 0))
+        self.count += 1
+        return {"count": self.count, "lr_ran": self.config["lr"], "score": self.config["seed"],
+                "done": self.count >= self.config.get("rows", 1e9)}
+
+
+class SeededConfig(_Config):
+    """What kappa-rllib tune reads of an AlgorithmConfig (kappa_rllib.experiments.Grid), over a plain dict."""
+
+    algo_class = Seeded
+    env = None
+    total_env_steps = None
+
+    def __init__(self, settings):
+        self.settings = settings
+
+    def to_dict(self):
+        import copy
+
+        return copy.deepcopy(self.settings)
+
+    def update_from_dict(self, settings):
+        self.settings.update(settings)
+        return self
+
+    def validate(self):
+        pass
+
+
+def _run_grids(tmp_path, grids):
+    """`kappa-rllib tune`'s driver (kappa_rllib.tuning.driver.run) on `grids` of Seeded trials, in this process."""
+    import sys
+
+    from ray import cloudpickle
+    from kappa_rllib.tuning import driver
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its workers cannot import tests/
+    return driver.run(grids, str(tmp_path / "storage"), verbose=0)
+
+
+def test_tunes_per_row_views_have_the_grids_axes_on_every_row_and_from_path_the_whole_config(ray_local, tmp_path):
+    """issue 57 (2): a real `kappa-rllib tune` run of a grid (lr x seed, 6 rows a trial, a setting that is no axis):
+    Tune's own per-row views, Result.metrics_dataframe and ExperimentAnalysis.trial_dataframes, have the axes
+    (config/lr, config/seed) on every row, so a groupby over them keeps every row; Result.from_path(trial).config
+    is the trial's whole config (params.json); result.json carries the whole config on a stretch's first two rows and
+    its last only, the axes alone on the others."""
+    import json
+
+    import pandas as pd
+    from ray.air.result import Result
+    from ray.tune import ExperimentAnalysis
+
+    from kappa_rllib.experiments import Grid
+
+    config = SeededConfig({"lr": tune.grid_search([0.1, 0.2]), "seed": tune.grid_search([0, 1, 2]), "rows": 6,
+                           "note": "x" * 200})
+    results = _run_grids(tmp_path, [Grid("axes", config)])["axes"]
+    assert len(results) == 6 and not results.errors
+    frames = [r.metrics_dataframe for r in results]
+    analysis = ExperimentAnalysis(str(tmp_path / "storage" / "axes"))
+    for r, frame in zip(results, frames):
+        assert len(frame) == 6
+        assert (frame["config/lr"] == r.config["lr"]).all() and (frame["config/seed"] == r.config["seed"]).all()
+        assert (frame["config/lr"] == frame["lr_ran"]).all()
+        tunes = analysis.trial_dataframes[r.metrics["trial_id"]]
+        assert tunes[["config/lr", "config/seed"]].notna().all().all() and len(tunes) == 6
+        params = json.loads((Path(r.path) / "params.json").read_text())
+        assert Result.from_path(r.path).config == r.config == params
+        rows = [json.loads(line) for line in (Path(r.path) / "result.json").read_text().splitlines()]
+        assert [row["config"] == params for row in rows] == [True, True, False, False, False, True]
+        assert all(row["config"] == {"lr": params["lr"], "seed": params["seed"]} for row in rows[2:5])
+    grouped = pd.concat(frames).groupby(["config/lr", "config/seed"]).size()
+    assert grouped.to_dict() == {(lr, seed): 6 for lr in (0.1, 0.2) for seed in (0, 1, 2)}
+    assert pd.concat(frames).groupby("config/lr").size().sum() == 36
+
+
+def test_a_population_members_rows_carry_the_setting_it_ran_with(ray_local, tmp_path):
+    """issue 57 (2): a PBT population whose mutated setting (lr) is no axis of the grid (one start value): every
+    row carries the lr that row was produced with (config/lr == the lr the trainable ran), an exploit's new one
+    from its first row on, never the one PBT decided for the member before it restarted."""
+    import pandas as pd
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    from kappa_rllib.experiments import Grid
+
+    mutations = {"lr": [0.01, 0.02, 0.03, 0.04]}
+    # seed 1 scores higher: seed 0, the lower half, goes on from its checkpoint with another lr (and its seed)
+    pbt = PopulationBasedTraining(time_attr="training_iteration", metric="score", mode="max", perturbation_interval=2,
+                                  hyperparam_mutations=mutations, quantile_fraction=0.5, resample_probability=1.0,
+                                  log_config=False)
+    # long enough (~8 s a member) for both members to run together, whenever each actor starts on a busy machine
+    config = SeededConfig({"lr": 0.05, "seed": tune.grid_search([0, 1]), "rows": 40, "sleep": 0.2})
+    results = _run_grids(tmp_path, [Grid("pbt", config, scheduler=pbt, mutations=mutations)])["pbt"]
+    assert len(results) == 2 and not results.errors
+    frame = pd.concat(r.metrics_dataframe for r in results)
+    assert len(frame) >= 40 and frame[["config/lr", "config/seed"]].notna().all().all(), frame
+    assert (frame["config/lr"] == frame["lr_ran"]).all(), frame[["training_iteration", "config/lr", "lr_ran"]]
+    assert set(frame["lr_ran"]) - {0.05}, "no member was ever moved: PBT did not exploit"
+
+
+def test_report_merges_a_rows_axes_into_the_last_whole_config(tmp_path):
+    """issue 57 (2): kappa_rllib.report.load reads a row with its axes only as the last whole config with those axes
+    (merged forward, nested ones too), not as a config of the axes alone."""
+    import json
+
+    from kappa_rllib.report.load import _rows
+
+    whole = {"kappa": 0.9, "seed": 0, "lr": 1e-3, "env_config": {"a": 1, "b": 2}}
+    rows = [{"training_iteration": i, "config": c} for i, c in enumerate(
+        [whole, whole, {"kappa": 0.9, "seed": 0}, {"kappa": 0.8, "seed": 0, "env_config": {"b": 3}}], start=1)]
+    rows.append({"training_iteration": 5})  # a row written before the axes were (config once)
+    result = tmp_path / "result.json"
+    result.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = [r["config"] for r in _rows(result, population=False)]
+    assert got[:3] == [whole] * 3
+    assert got[3] == got[4] == {"kappa": 0.8, "seed": 0, "lr": 1e-3, "env_config": {"a": 1, "b": 3}}
+
+
+def test_config_axes_gives_each_row_the_axes_of_the_config_last_reported():
+    """issue 57 (2), ConfigAxes on its own: nested axes ("env_config/size") and a population's mutation (kappa, not in
+    Tune's evaluated_params) on each row without a config, with the values of the config the trial last reported (not
+    Trial.config, which PBT changes before the member restarts); the whole config on the last row (done); nothing
+    kept of a trial once it ended."""
+    from types import SimpleNamespace
+
+    from kappa_rllib.tuning.config_once import ConfigAxes
+
+    trial = SimpleNamespace(trial_id="t0", evaluated_params={"seed": 3, "env_config/size": 8},
+                            config={"seed": 3, "kappa": 0.9, "lr": 0.1, "env_config": {"size": 8, "other": 1}})
+    axes = ConfigAxes(axes=["kappa"])
+    rows = [{"config": dict(trial.config)}, {}, {}]
+    trial.config = {**trial.config, "kappa": 0.5}  # PBT's exploit decided, the member has not restarted yet
+    rows += [{}, {"config": dict(trial.config)}, {}, {"done": True}]
+    for row in rows:
+        axes.on_trial_result(0, [trial], trial, row)
+    want = {"seed": 3, "env_config": {"size": 8}}
+    assert [r["config"] for r in rows[1:4]] == [{**want, "kappa": 0.9}] * 3
+    assert rows[5]["config"] == {**want, "kappa": 0.5} and rows[6]["config"] is trial.config
+    assert all(r["checkpoint_dir_name"] is None for r in rows)  # Tune's Result.from_path needs the column
+    axes.on_trial_complete(0, [trial], trial)
+    assert axes._values == {}

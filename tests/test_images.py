@@ -8,8 +8,9 @@ tests/test_cluster.py; results reach the host through a folder mounted at the sa
 containers. Every container carries a label of this run; the fixture removes them all, and checks that
 none is left, whether the tests passed or not.
 
-Without a container engine these tests skip, unless KAPPA_IMAGE_TESTS=required (.ci/run sets it after
-installing podman): then they fail.
+Without a container engine, or with one that cannot run a container (a docker CLI whose daemon is down or
+unreachable: `docker info` fails), these tests skip with the reason, unless KAPPA_IMAGE_TESTS=required (.ci/run
+sets it after installing podman): then they fail with it.
 """
 
 import json
@@ -38,8 +39,37 @@ EXPECTED = [(0.68, 0.1), (0.68, 0.2), (0.84, 0.1), (0.84, 0.2)]
 # one Ray cluster at a time under pytest -n (pyproject.toml), with tests/test_cluster.py
 pytestmark = pytest.mark.xdist_group("clusters")
 
-if ENGINE is None and os.environ.get("KAPPA_IMAGE_TESTS") != "required":
-    pytest.skip("no container engine (podman or docker); .ci/run installs podman", allow_module_level=True)
+REQUIRED = os.environ.get("KAPPA_IMAGE_TESTS") == "required"
+
+
+def engine_problem(engine_bin: str | None, timeout: float = 60) -> str | None:
+    """Why `engine_bin` cannot run a container here, or None if it can: not installed, or installed with no engine
+    behind it (a docker CLI whose daemon is down: Docker Desktop closed, a CLI for a remote host that is not
+    reachable; a podman that cannot start its machine or read its storage), as its `info` (which asks the
+    engine itself, not the client) says."""
+    if engine_bin is None:
+        return "no container engine (podman or docker); .ci/run installs podman"
+    try:
+        info = subprocess.run([engine_bin, "info"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{engine_bin} is installed but cannot run a container: `{engine_bin} info` failed ({e})"
+    if info.returncode != 0:
+        said = " ".join((info.stderr.strip() or info.stdout.strip()).splitlines()[-3:])[:300]
+        return (f"{engine_bin} is installed but cannot run a container: `{engine_bin} info` exited "
+                f"{info.returncode}: {said or 'no output'}")
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine_runs():
+    """The engine can run a container, or each test that needs one skips with the reason (fails with it under
+    KAPPA_IMAGE_TESTS=required)."""
+    problem = engine_problem(ENGINE)
+    if problem is not None and REQUIRED:
+        pytest.fail(f"KAPPA_IMAGE_TESTS=required: {problem}", pytrace=False)
+    if problem is not None:
+        pytest.skip(f"{problem} (KAPPA_IMAGE_TESTS=required makes this a failure)")
+    return ENGINE
 
 
 def pinned(name: str) -> str:
@@ -61,7 +91,7 @@ def engine(*args, timeout: float = 120, check: bool = True) -> subprocess.Comple
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory):
+def image(engine_runs, tmp_path_factory):
     """docker/build.sh, as a user runs it; the dependency layer is cached between runs."""
     log = tmp_path_factory.mktemp("build") / "build.log"
     start = time.monotonic()
@@ -109,7 +139,7 @@ class Containers:
 
 
 @pytest.fixture
-def containers():
+def containers(engine_runs):
     """Removes every container of the test, then checks that none is left, nor mounted."""
     made = Containers()
     try:
@@ -231,3 +261,29 @@ def test_the_gpu_image_builds_with_the_cuda_torch(containers, tmp_path):
                                "torch.version.cuda, ray.__version__)", image=gpu_image)
     version, cuda, ray_version = containers.output(container).split()
     assert version.split("+")[0] == torch_pin and cuda != "None" and ray_version == pinned("ray")
+
+
+def test_a_docker_cli_without_an_engine_skips_with_its_reason_unless_required(tmp_path):
+    """issue 57 (6): with a `docker` on PATH whose daemon is down (Docker Desktop closed, a CLI for a remote host)
+    and no podman, this module's tests skip with the engine's own reason, instead of erroring in docker/build.sh;
+    with KAPPA_IMAGE_TESTS=required they fail with it. Runs this file under pytest with such a docker alone on PATH."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+                                 "Is the docker daemon running?' >&2\nexit 1\n")
+    (fake / "docker").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("KAPPA_ENGINE", "KAPPA_IMAGE_TESTS", "PYTEST_ADDOPTS")}
+    env["PATH"] = str(fake)
+    cmd = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-rsE", "-q", "-m", "not slow",
+           "-k", "not docker_cli_without", str(Path(__file__))]
+    out = {}
+    for mode in ("", "required"):
+        run = subprocess.run(cmd, cwd=ROOT, env={**env, **({"KAPPA_IMAGE_TESTS": mode} if mode else {})},
+                             capture_output=True, text=True, timeout=300)
+        out[mode] = run.returncode, run.stdout[-3000:]
+    code, text = out[""]
+    assert code == 0 and "2 skipped" in text and "error" not in text.lower().replace("kappa_image_tests", ""), text
+    assert "is installed but cannot run a container" in text and "Cannot connect to the Docker daemon" in text, text
+    code, text = out["required"]
+    assert code != 0 and "2 errors" in text and "KAPPA_IMAGE_TESTS=required" in text, text
+    assert "Cannot connect to the Docker daemon" in text and "no container engine" not in text, text

@@ -201,12 +201,15 @@ def check_mlflow(file_dir: Path, trials: dict, store: Path | None = None) -> Non
 def check_wandb(file_dir: Path, trials: dict) -> None:
     from test_tracking import wandb_run
 
-    seen = {}
+    seen, run_ids = {}, {}
     for folder in (file_dir / "wandb").glob("offline-run-*"):
-        run_id = folder.name.rsplit("-", 1)[1]
+        run_id = folder.name.split("-", 3)[3]  # offline-run-<date>_<time>-<storage key>-<trial id>
+        trial_id = run_id.rsplit("-", 1)[1]
+        run_ids.setdefault(trial_id, set()).add(run_id)
         _, history = wandb_run(folder)
-        seen.setdefault(run_id, set()).update(h[STEP] for h in history if STEP in h)
-    assert set(seen) == set(trials), (sorted(seen), sorted(trials))  # one W&B run (id) per trial
+        seen.setdefault(trial_id, set()).update(h[STEP] for h in history if STEP in h)
+    assert set(seen) == set(trials), (sorted(seen), sorted(trials))
+    assert all(len(ids) == 1 for ids in run_ids.values()), run_ids  # one W&B run (id) per trial, one storage key
     for trial_id, (_, rows) in trials.items():
         assert {r["env_runners"]["num_env_steps_sampled_lifetime"] for r in rows} <= seen[trial_id]
         assert max(seen[trial_id]) == T
@@ -265,15 +268,17 @@ def test_wandb_rows_a_killed_driver_lost_are_logged_again_by_resume(tmp_path):
         kill_all(proc, ray_tmp)
     stored = [json.loads(line) for line in results[0].read_text().splitlines()]
     trial_id = stored[0]["trial_id"]
-    lost = {r[STEP.split("/")[0]][STEP.split("/")[1]] for r in stored} - wandb_steps(file_dir, trial_id)
+    (run_file,) = {p.name for p in file_dir.glob(f"wandb/*run-*-{trial_id}/run-*{trial_id}.wandb")}
+    run_id = run_file[len("run-"):-len(".wandb")]  # <storage key>-<trial id> (kappa_rllib.tuning.tracking)
+    lost = {r[STEP.split("/")[0]][STEP.split("/")[1]] for r in stored} - wandb_steps(file_dir, run_id)
     assert lost, "W&B's file kept every row: the premise (a killed writer loses its rows) no longer holds"
     out = run([*args, "--resume"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     check_invariants(file_dir, grids=("kappa_pi_dqn",), wandb=True)
 
-    for path in file_dir.glob(f"wandb/offline-run-*-{trial_id}/run-{trial_id}.wandb"):
+    for path in file_dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"):
         path.write_bytes(path.read_bytes()[:7])  # its header only: what a kill before W&B's writer ran leaves
-    assert not wandb_steps(file_dir, trial_id)
+    assert not wandb_steps(file_dir, run_id)
     out = run([*args, "--resume"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     check_invariants(file_dir, grids=("kappa_pi_dqn",), wandb=True)
@@ -341,8 +346,10 @@ def test_an_ended_trial_whose_rows_wandb_holds_is_checked_once_then_from_the_cac
             return function(*args, **kwargs)
         return wrapper
 
-    monkeypatch.setattr(tracking, "stored_rows", counted("result.json", tracking.stored_rows))
-    monkeypatch.setattr(tracking, "_read_held", counted("wandb", tracking._read_held))
+    from kappa_rllib.tuning.tracking import track_wandb, wandb_files
+
+    monkeypatch.setattr(track_wandb, "stored_rows", counted("result.json", track_wandb.stored_rows))
+    monkeypatch.setattr(wandb_files, "_read_held", counted("wandb", wandb_files._read_held))
 
     assert tracking.missing_rows(tmp_path, trial) == [rows[2]]
     assert tracking.missing_rows(tmp_path, trial) == [rows[2]]  # not complete: read again, W&B's files cached

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -373,36 +374,53 @@ def test_resume_with_nothing_to_run_ends_the_mlflow_run_of_a_trial_kept_as_finis
     assert _mlflow_axes(db)[1] == before and len(before[after.info.run_id]) == 4
 
 
+def _row(iteration, seconds, value=None, width=0):
+    """A stored row: `width` numbers more (a real row has ~400)."""
+    return {"training_iteration": iteration, "time_total_s": seconds, "timestamp": 1_700_000_000 + iteration,
+            "env_runners": {"num_env_steps_sampled_lifetime": 500 * iteration,
+                            "episode_return_mean": seconds if value is None else value},
+            "learners": {f"m{i}": float(i) for i in range(width)}, "config": {"lr": 0.1}}
+
+
+def _trial(folder: Path, trial_id, status, rows, checkpoint_at=None, grid_folder=None):
+    """A stand-in for Tune's Trial: its result.json holds `rows` (in `folder`/`trial_id`); `grid_folder`: the grid's
+    folder on storage (Tune's experiment_fs_path: what the storage key hashes), None: no storage key."""
+    import pyarrow.fs
+
+    (folder / trial_id).mkdir(parents=True)
+    (folder / trial_id / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    storage = SimpleNamespace(trial_fs_path=str(folder / trial_id), storage_filesystem=pyarrow.fs.LocalFileSystem())
+    if grid_folder is not None:
+        storage.experiment_fs_path = str(grid_folder)
+    return SimpleNamespace(
+        trial_id=trial_id, status=status, config={"seed": 0}, checkpoint=checkpoint_at and object(),
+        latest_checkpoint_result=SimpleNamespace(metrics={"training_iteration": checkpoint_at}), storage=storage)
+
+
+def _history(uri: str, run_id: str, key: str = "env_runners/episode_return_mean") -> list[tuple]:
+    import mlflow
+
+    return sorted((m.step, m.value) for m in mlflow.MlflowClient(tracking_uri=uri).get_metric_history(run_id, key))
+
+
 def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000_and_never_twice(tmp_path):
     """MLflowCallback without Ray: a trial going on from its checkpoint at iteration 3 with no run gets rows 1-3
     as it starts, an ended one all its rows (the last timeline) in a run ended at the first step; ~400 numbers a
     row, so in log_batch calls of at most 1000 metrics. A new driver's callback finds both runs in one search
-    of the grid's runs and logs no row again (MLflow lost none)."""
-    from types import SimpleNamespace
-
-    import pyarrow.fs
-
-    from kappa_rllib.tuning import tracking
+    of the grid's runs and logs no row again (the runs lack none)."""
+    from kappa_rllib.tuning.tracking import track_mlflow
 
     def row(iteration, seconds):
-        return {"training_iteration": iteration, "time_total_s": seconds, "timestamp": 1_700_000_000 + iteration,
-                "env_runners": {"num_env_steps_sampled_lifetime": 500 * iteration, "episode_return_mean": seconds},
-                "learners": {f"m{i}": float(i) for i in range(398)}, "config": {"lr": 0.1}}
+        return _row(iteration, seconds, width=398)
 
     def trial(name, status, rows, checkpoint_at=None):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return SimpleNamespace(
-            trial_id=name, status=status, config={"seed": 0}, checkpoint=checkpoint_at and object(),
-            latest_checkpoint_result=SimpleNamespace(metrics={"training_iteration": checkpoint_at}),
-            storage=SimpleNamespace(trial_fs_path=str(folder), storage_filesystem=pyarrow.fs.LocalFileSystem()))
+        return _trial(tmp_path, name, status, rows, checkpoint_at)
 
     # ended: iterations 1-3, a rollback to 1, 2 and 3 again (the last timeline: 1, 2', 3')
     ended = trial("ended", "TERMINATED", [row(1, 1.0), row(2, 2.0), row(3, 3.0), row(2, 9.0), row(3, 10.0)])
     going_on = trial("going_on", "PENDING", [row(1, 1.0), row(2, 2.0), row(3, 3.0), row(4, 4.0)], checkpoint_at=3)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client, _ = tracking._store(uri)
+    client, _ = track_mlflow._store(uri)
     calls = []
     real = client.log_batch
 
@@ -419,14 +437,14 @@ def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000
 
     client.log_batch, client.search_runs = log_batch, search_runs
     try:
-        callback = tracking.MLflowCallback(uri, "kt", "g")
+        callback = track_mlflow.MLflowCallback(uri, "kt", "g")
         callback.setup()
         callback.on_step_begin(0, [ended, going_on])
         callback.log_trial_start(going_on)
-        per_row = len(tracking.metrics(row(1, 1.0), numbers_only=True))  # 402
+        per_row = len(track_mlflow.metrics(row(1, 1.0), numbers_only=True))  # 402
         assert [n for n in calls if n] == [1000, 3 * per_row - 1000] * 2  # the params' calls: 0 metrics
         assert searches == ["tags.grid = 'g'"]
-        store = tracking.MLflowCallback(uri, "kt", "g")  # a new driver: nothing to run
+        store = track_mlflow.MLflowCallback(uri, "kt", "g")  # a new driver: nothing to run
         store.setup()
         calls.clear()
         store.on_experiment_end([ended, going_on])
@@ -444,12 +462,11 @@ def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000
         assert sorted((m.step, m.value) for m in history) == expected
         assert {m.timestamp for m in history} == {1_700_000_001_000, 1_700_000_002_000, 1_700_000_003_000}
     assert "config/lr" not in by_trial["ended"].data.metrics and by_trial["ended"].data.params["seed"] == "0"
-    assert {r.data.tags.get(tracking.REPLAY_TAG) for r in runs} == {tracking.DONE_TAG}
 
-    # a driver stopped while it logged a trial's stored rows (its second batch never came): the run stays
-    # pending, and the next driver logs them again, each row once in the store
+    # a driver stopped while it logged a trial's stored rows (its second batch never came): the run lacks row 3
+    # (cut mid-row, its time_total_s, logged last of a row, not in), and the next driver logs it again
     cut = trial("cut", "TERMINATED", [row(1, 1.0), row(2, 2.0), row(3, 3.0)])
-    stopped = tracking.MLflowCallback(uri, "kt", "g")
+    stopped = track_mlflow.MLflowCallback(uri, "kt", "g")
     stopped.setup()
     batches = []
 
@@ -468,13 +485,196 @@ def test_mlflow_logs_a_trials_stored_rows_where_it_has_no_run_in_batches_of_1000
         del client.log_batch
     mlflow_client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
     (run,) = [r for r in runs if r.data.tags["trial_id"] == "cut"]
-    assert run.data.tags[tracking.REPLAY_TAG] == tracking.PENDING and run.info.status == "RUNNING"
-    again = tracking.MLflowCallback(uri, "kt", "g")
+    assert run.info.status == "RUNNING" and _history(uri, run.info.run_id, "time_total_s") == [(500, 1.0),
+                                                                                                (1000, 2.0)]
+    again = track_mlflow.MLflowCallback(uri, "kt", "g")
     again.setup()
     again.on_experiment_end([cut])
     mlflow_client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
     (run,) = [r for r in runs if r.data.tags["trial_id"] == "cut"]
-    assert run.data.tags[tracking.REPLAY_TAG] == tracking.DONE_TAG and run.info.status == "FINISHED"
-    for key, values in (("env_runners/episode_return_mean", [1.0, 2.0, 3.0]), ("learners/m397", [397.0] * 3)):
+    assert run.info.status == "FINISHED"
+    for key, values in (("env_runners/episode_return_mean", [1.0, 2.0, 3.0]), ("learners/m397", [397.0] * 3),
+                        ("time_total_s", [1.0, 2.0, 3.0])):
         history = mlflow_client.get_metric_history(run.info.run_id, key)  # (m397: row 3's, after the cut)
         assert sorted((m.step, m.value) for m in history) == list(zip((500, 1000, 1500), values))
+
+
+def test_mlflow_fills_the_rows_a_run_lacks_at_every_new_driver_as_wandb_does(tmp_path):
+    """A trial's MLflow run holds rows 1-2; its result.json holds 1-4 (a driver that logged them was killed, or a
+    --resume ran without --track mlflow). A new driver (--resume --track mlflow) fills the gap as W&B's callback
+    does: a trial going on from its checkpoint at 3 gets row 3 as it starts (4 it logs again as it reruns it), an
+    ended one rows 3 and 4 at the first step, then its end; a driver after that logs nothing. (Before: a trial
+    with a run got no row again, its run's gap left for good.)"""
+    from kappa_rllib.tuning.tracking import track_mlflow
+
+    uri, grid_folder = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "file" / "g"
+    rows = [_row(i, 1.5 * i) for i in (1, 2, 3, 4)]
+    going_on = _trial(tmp_path, "t_00000", "PENDING", rows, grid_folder=grid_folder)
+    ended = _trial(tmp_path, "t_00001", "PENDING", rows, grid_folder=grid_folder)
+    first = track_mlflow.MLflowCallback(uri, "kt", "g")  # the driver that logged rows 1-2, then was killed
+    first.setup()
+    first.on_step_begin(0, [going_on, ended])
+    for trial in (going_on, ended):
+        first.log_trial_start(trial)
+        for i, row in enumerate(rows[:2]):
+            first.log_trial_result(i + 1, trial, row)
+    runs = {t.trial_id: first._runs[t.trial_id] for t in (going_on, ended)}
+    assert _history(uri, runs["t_00000"], "time_total_s") == [(500, 1.5), (1000, 3.0)]
+    going_on.checkpoint, going_on.latest_checkpoint_result.metrics = object(), {"training_iteration": 3}
+    ended.status = "TERMINATED"
+
+    resumed = track_mlflow.MLflowCallback(uri, "kt", "g")
+    resumed.setup()
+    resumed.on_step_begin(0, [going_on, ended])
+    resumed.log_trial_start(going_on)
+    steps = [(500 * i, 1.5 * i) for i in (1, 2, 3, 4)]
+    assert _history(uri, runs["t_00000"], "time_total_s") == steps[:3]
+    assert _history(uri, runs["t_00001"], "time_total_s") == steps
+    assert _history(uri, runs["t_00001"]) == steps  # (the return: the stored rows' own)
+    client, found = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    assert len(found) == 2 and {r.info.run_id: r.info.status for r in found} == {
+        runs["t_00000"]: "RUNNING", runs["t_00001"]: "FINISHED"}
+    ended.last_result = rows[-1]  # a third driver: the ended trial's run whole, marked so: no history read
+    third = track_mlflow.MLflowCallback(uri, "kt", "g")
+    third.setup()
+    third.on_step_begin(0, [ended])
+    assert not third.lacking(ended, None)
+    fourth = track_mlflow.MLflowCallback(uri, "kt", "g")
+    fourth.setup()
+    fourth._held = None  # not called: the run marked whole through the trial's last row
+    fourth.on_step_begin(0, [ended])
+    assert _history(uri, runs["t_00001"], "time_total_s") == steps
+
+
+def _two_files(tmp_path):
+    """Two files' grids of the same name (`kappa_pi_dqn`), each with a trial of the same id (abc12_00000) whose
+    rows have the same env steps and times, other returns; and a trial of each in a grid `old_grid`."""
+    folders = {name: tmp_path / "storage" / name / "kappa_pi_dqn" for name in ("a", "b")}
+    rows = {"a": [_row(i, 1.5 * i, value=float(i)) for i in (1, 2, 3)],
+            "b": [_row(i, 1.5 * i, value=100.0 + i) for i in (1, 2, 3)]}
+    trials = {name: _trial(tmp_path / name, "abc12_00000", "PENDING", rows[name], grid_folder=folders[name])
+              for name in ("a", "b")}
+    old = {name: _trial(tmp_path / f"old_{name}", "old12_00000", "PENDING", rows[name][:1],
+                        grid_folder=folders[name].with_name("old_grid")) for name in ("a", "b")}
+    return rows, trials, old
+
+
+def test_a_tracked_run_belongs_to_its_storage_in_mlflow(tmp_path):
+    """Two files with a grid of the same name and a trial of the same id, tracked into one MLflow store: each
+    trial has a run of its own (tagged with the grid's storage key) and neither takes the other's rows, on a first
+    run and on a --resume (the key is the same for the same storage). A run made before storage keys (no tag) is
+    taken by the storage that finds it first, and only by it. (Before: one run for both, b's rows in a's.)"""
+    import pickle
+
+    from kappa_rllib.tuning.tracking import storage_key, track_mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    rows, trials, old = _two_files(tmp_path)
+    assert storage_key(trials["a"]) != storage_key(trials["b"])
+    assert storage_key(trials["a"]) == storage_key(_trial(tmp_path / "again", "x", "PENDING", [],
+                                                          grid_folder=trials["a"].storage.experiment_fs_path))
+
+    callbacks = {}
+    for name, trial in trials.items():  # each file's driver: its trial runs iterations 1-2, then is stopped
+        callback = callbacks[name] = track_mlflow.MLflowCallback(uri, "kt", "kappa_pi_dqn")
+        callback.setup()
+        callback.on_step_begin(0, [trial])
+        callback.log_trial_start(trial)
+        for i, row in enumerate(rows[name][:2]):
+            callback.log_trial_result(i + 1, trial, row)
+    for name, trial in trials.items():  # --resume of each: from its checkpoint at 2, then iteration 3
+        trial.checkpoint, trial.latest_checkpoint_result.metrics = object(), {"training_iteration": 2}
+        callback = pickle.loads(pickle.dumps(callbacks[name]))  # as Tune restores it from tuner.pkl
+        callback.setup()
+        callback.on_step_begin(0, [trial])
+        callback.log_trial_start(trial)
+        callback.log_trial_result(3, trial, rows[name][2])
+        callback.log_trial_end(trial)
+    client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    assert len(runs) == 2
+    by_storage = {r.data.tags[track_mlflow.STORAGE_TAG]: r for r in runs}
+    for name, trial in trials.items():
+        run = by_storage[storage_key(trial)]
+        assert run.data.tags["trial_id"] == "abc12_00000" and run.info.status == "FINISHED"
+        assert _history(uri, run.info.run_id) == [(500 * i, r["env_runners"]["episode_return_mean"])
+                                                  for i, r in zip((1, 2, 3), rows[name])]
+
+    # a run from before storage keys: the first storage that looks for it takes it (tagged), the other makes its own
+    legacy = track_mlflow.MLflowCallback(uri, "kt", "old_grid")
+    legacy.log_trial_start(_trial(tmp_path / "old", "old12_00000", "PENDING", []))  # no storage key: no tag
+    legacy.log_trial_result(1, old["a"], rows["a"][0])
+    for name in ("a", "b"):
+        callback = track_mlflow.MLflowCallback(uri, "kt", "old_grid")
+        callback.log_trial_start(old[name])
+        callback.log_trial_result(1, old[name], rows[name][0])
+    client, runs = mlflow_runs(tmp_path / "mlflow.db", "kt")
+    old_runs = {r.data.tags.get(track_mlflow.STORAGE_TAG): r.info.run_id for r in runs
+                if r.data.tags["grid"] == "old_grid"}
+    assert old_runs[storage_key(old["a"])] == legacy._runs["old12_00000"] and len(old_runs) == 2
+    assert _history(uri, old_runs[storage_key(old["b"])]) == [(500, 101.0)]
+
+
+def test_a_tracked_run_belongs_to_its_storage_in_wandb(tmp_path, monkeypatch):
+    """The two files of the MLflow test, in one W&B project and one results folder (a bucket's storage: the
+    driver's cwd): each trial's W&B run id is `<storage key>-<trial id>`, the same on a --resume, and what W&B's
+    files of a's run hold is not taken for b's rows. A trial whose run file under its bare trial id is in the
+    results folder (a run made before storage keys) goes on in it. (Before: both logged into run abc12_00000.)"""
+    from ray.air.integrations.wandb import WandbLoggerCallback
+
+    from kappa_rllib.tuning.tracking import _wandb_callback, storage_key, track_wandb
+
+    rows, trials, old = _two_files(tmp_path)
+    started = []  # the run id, as Ray's callback starts a trial's logging actor
+
+    def start(self, trial, exclude_results, **kwargs):
+        started.append(kwargs["id"])
+
+    monkeypatch.setattr(WandbLoggerCallback, "_start_logging_actor", start)
+    for name in ("a", "b", "a"):  # the last: a --resume of a
+        _wandb_callback("kt", "kappa_pi_dqn", tmp_path / "results", None).log_trial_start(trials[name])
+    legacy = tmp_path / "results" / "wandb" / "offline-run-20261203_000000-old12_00000"
+    legacy.mkdir(parents=True)
+    (legacy / "run-old12_00000.wandb").touch()
+    _wandb_callback("kt", "old_grid", tmp_path / "results", None).log_trial_start(old["a"])
+    key_a, key_b = storage_key(trials["a"]), storage_key(trials["b"])
+    assert started == [f"{key_a}-abc12_00000", f"{key_b}-abc12_00000", f"{key_a}-abc12_00000", "old12_00000"]
+    assert track_wandb.wandb_run_id(trials["a"]) == f"{key_a}-abc12_00000"
+    # what W&B's files of a's run hold is not b's: b's rows all lacking, a's none
+    _wandb_offline_run(tmp_path / "results", f"{key_a}-abc12_00000", rows["a"])
+    for name, lacking in (("a", []), ("b", rows["b"])):
+        trials[name].last_result = None
+        assert track_wandb.missing_rows(tmp_path / "results", trials[name],
+                                        run_id=track_wandb.wandb_run_id(trials[name])) == lacking
+
+
+def _wandb_offline_run(folder: Path, run_id: str, rows: list[dict]) -> None:
+    """An offline W&B run of id `run_id` under `folder`/wandb holding `rows`, as the logging actor logs them."""
+    script = textwrap.dedent(f"""\
+        import json, sys, wandb
+        from kappa_rllib.tracking import metrics
+        run = wandb.init(mode="offline", dir={str(folder)!r}, id={run_id!r}, project="kt")
+        for row in json.loads(sys.stdin.read()):
+            run.log(metrics(row))
+        run.finish()
+        """)
+    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(rows), cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "WANDB_SILENT": "true"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_state_saved_before_the_modules_moved_still_loads():
+    """Tune's tuner.pkl of a run started before kappa_rllib/tuning/tracking.py became a package names the names
+    its W&B callback's methods used (cloudpickle: by reference), and checkpoints name kappa-DQN's variant configs
+    in kappa_dqn_config (`AlgorithmConfig.get_state` keeps the class): each still resolves (pickle's GLOBAL), so
+    a --resume of such a run, or such a checkpoint, loads."""
+    import pickle
+
+    old_names = {"kappa_rllib.tuning.tracking": ["_OwnStep", "_checkpoint_iteration", "missing_rows", "ENDED",
+                                                 "MLflowCallback", "NoTensorBoard", "stored_rows", "replay_rows"],
+                 "kappa_rllib.algorithms.kappa_dqn.kappa_dqn_config": ["KappaPIDQNConfig", "KappaVIDQNConfig"]}
+    for module, names in old_names.items():
+        for name in names:
+            assert pickle.loads(f"c{module}\n{name}\n.".encode()) is not None, (module, name)
+    from kappa_rllib.algorithms.kappa_dqn import KappaPIDQNConfig
+
+    assert pickle.loads(b"ckappa_rllib.algorithms.kappa_dqn.kappa_dqn_config\nKappaPIDQNConfig\n.") is KappaPIDQNConfig

@@ -21,6 +21,10 @@ KNOWN_HARMLESS = [
      "Ray's notice that its local cluster uses a token; nothing to do"),
     ("ray.tune.tune", "Wrote the latest version of all result files",
      "Tune's note after every grid; the compact table already says where the results are"),
+    ("ray.client_builder", "Passing the following kwargs to ray.init() on the server",
+     "Ray Client's note of the init settings it forwards at every connect (--address ray://)"),
+    ("ray.util.client.logsclient", "SIGTERM handler is not set because current thread",
+     "the head's Ray Client server, forwarded at every connect: it starts Ray in a thread of its own"),
 ]
 
 

@@ -74,12 +74,25 @@ def _check_storage(args) -> None:
 
     if stores.is_uri(args.storage):
         stores.check_uri("--storage", args.storage)
-    elif (args.address or "").startswith("ray://"):  # Tune's driver runs on the cluster's head
-        if not Path(args.storage).is_absolute():
+    elif _client(args):  # Tune's driver runs on the cluster's head: checked there once connected
+        if not Path(stores.local_path(args.storage)).is_absolute():
             raise ValueError(f"--storage {args.storage!r}: with Ray Client give an absolute path on the "
                              "cluster (its shared volume, e.g. /mnt/results) or a bucket URI")
-    else:
-        check_output("--storage", args.storage)
+    else:  # a folder (file:///PATH too)
+        check_output("--storage", stores.local_path(args.storage))
+
+
+def _client(args) -> bool:
+    """Ray Client (`--address ray://`): `--storage` is a path on the cluster, which this machine may not see."""
+    return (args.address or "").startswith("ray://")
+
+
+def _check_storage_on_cluster(storage: str) -> None:
+    """Under Ray Client, the grids' folder can be made and written on the cluster (where Tune writes it)."""
+    from kappa_rllib.tuning import storage as stores
+
+    if not stores.is_uri(storage):
+        stores.on_storage(check_output, "--storage", storage)
 
 
 def _check_local_cpus(args, grids) -> None:
@@ -123,17 +136,24 @@ def main(args) -> int:
         _check_local_cpus(args, grids)
     except (ValueError, TypeError, OSError, UsageError) as e:
         return error(one_line(e))
-    storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""))
-    try:  # before Ray starts; and before any grid writes a file (kappa_rllib.tuning.driver)
+    # (under Ray Client a path on the cluster: this machine's links are not followed)
+    storage = stores.join(args.storage, Path(args.file).stem + ("_smoke" if args.smoke else ""),
+                          resolve=not _client(args))
+    if _client(args):  # the storage is on the cluster: checked there, once connected
+        start_ray(args, args.torch_threads)  # a UsageError reaches main()
+    try:  # before any grid writes a file (kappa_rllib.tuning.driver); but for Ray Client, before Ray starts
+        if _client(args):
+            _check_storage_on_cluster(storage)
         (driver.check_resume if args.resume else driver.check_fresh)(grids, storage)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, UsageError) as e:
         return error(one_line(e))
     total = sum(g.num_trials() for g in grids)
     print(f"[tune] {args.file}: {len(grids)} grid(s), {total} trials -> {storage}")
     for grid in grids:
         axes = ", ".join(f"{k} {v}" for k, v in grid.axes().items())
         print(f"[tune]   {grid.name}: {grid.num_trials()} trials ({axes})")
-    start_ray(args, args.torch_threads)  # a UsageError reaches main()
+    if not _client(args):
+        start_ray(args, args.torch_threads)  # a UsageError reaches main()
     try:
         results = driver.run(grids, storage, resume=args.resume, max_concurrent=args.max_concurrent,
                                   checkpoint_every=args.checkpoint_every, max_failures=args.max_failures,

@@ -133,10 +133,10 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a row cut short: by a kill mid-write, or a full disk (then resumed rows follow)
-        # A trial reports its config on a stretch's first two rows and when it changes (kappa_rllib.tuning.config_once):
-        # the rows between have the last one's.
-        if "config" in row:
-            config = row["config"]
+        # A trial reports its whole config on a stretch's first two rows, when it changes and on its last row, and its
+        # axes on the others (kappa_rllib.tuning.config_once): a row has the last whole one's, with its own axes.
+        if isinstance(row.get("config"), dict):
+            config = row["config"] = _merged(config, row["config"]) if config is not None else row["config"]
         elif config is not None:
             row["config"] = config
         origin = _origin(row)
@@ -168,6 +168,25 @@ def _rows(result_file: Path, population: bool) -> list[dict]:
         if start < len(rows):
             rows[start][_NEW_TIMELINE] = True
     return rows
+
+
+def _merged(config: dict, over: dict) -> dict:
+    """`config` with `over`'s settings, nested ones merged: a row's axes over the last whole config (a whole config
+    over it gives that config); `config` itself where `over` changes nothing (the rows between share it)."""
+    if all(k in config and _equal(config[k], v) for k, v in over.items()):
+        return config
+    out = dict(config)
+    for key, value in over.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def _equal(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - no bool (arrays): taken as changed
+        return False
 
 
 def _origin(row: dict) -> tuple[int, float] | None:

@@ -11,13 +11,13 @@ One driver fits every grid of a file at once, each its own Tune run in a thread 
 | the shared Ctrl-C (SIGINT stops every grid, each saving its state) | `together.interrupt_on_signal` | test_experiments.py, test_cli.py |
 | a grid's own failure: the others stopped and saved, one line | `together.GridRaised`, `driver.GridFailed` | test_seams.py (`..._tune_run_that_raises_...`) |
 | a fresh run checked for every grid before any writes | `driver.check_fresh` | test_seams.py (`test_a_fresh_run_refused_...`) |
-| the shared tracking: one MLflow store for the file, W&B's own step | `tracking` | test_seams.py, test_tracking.py |
+| the shared tracking: one MLflow store for the file, W&B's own step; a run found by its grid's storage; the rows a run lacks filled alike for W&B and MLflow at each new driver | `tracking` (its modules: `replay`, `track_wandb`, `track_mlflow`, `wandb_files`, `loggers`) | test_seams.py, test_tracking.py (`test_a_tracked_run_belongs_to_its_storage_...`, `test_mlflow_fills_the_rows_a_run_lacks_...`) |
 | retries: a lost node N times, the trial's own error once; this run's N on resume | `retry` | test_faults.py, test_seams.py (`test_a_resumed_grid_takes_this_runs_max_failures`) |
 | the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says | `repair`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`) |
 | the compact view, and trials waiting for resources on a cluster | `progress` | test_cli.py, test_experiments.py |
 | the driver's files copied onto storage whole, and only those that changed | `sync.install`, `sync.WholeUploads` | test_seams.py (`test_uploads_...`, `test_whole_uploads_...`) |
-| a trial's config in its rows once a stretch (the driver's cost per report), carried forward by `report` | `config_once.ConfigOnceMixin`, report/load.py | test_config_once.py, test_report.py (`..._config-once`), test_driver_cluster_replay.py |
-| result storage: folders and bucket URIs | `storage` | test_cluster_configs.py, test_report.py |
+| a trial's config in its rows once a stretch (the driver's cost per report), its axes on every row and its whole config on its last (Tune's per-row views, `Result.from_path`), merged forward by `report` | `config_once.ConfigOnceMixin`, `config_once.around_loggers`, report/load.py | test_config_once.py, test_report.py (`..._config-once`), test_driver_cluster_replay.py |
+| result storage: folders (`file://` too) and bucket URIs; under Ray Client every check and write of it on the cluster | `storage` (`on_storage`) | test_cluster_configs.py, test_report.py, test_client_storage.py |
 | Tune's console output under the compact view | `output` | test_experiments.py |
 
 Tune's internals this layer leans on (ray[rllib] is pinned exactly): the per-run SIGINT hook

@@ -4,6 +4,10 @@ process (kappa_rllib.tuning, its seams), fresh or resumed.
 `run` builds one Tuner per grid (restored, with this run's callbacks, cap and failure settings, or new),
 checks every grid's folder before it writes anything, and fits them together; a grid that fails stops the
 others, each saving its state, and comes back as one `GridFailed` line naming what `--resume` does.
+
+Under Ray Client (`--address ray://`) `--storage` is a path on the cluster: every check and write of a grid's
+folder (the fresh and resume checks, `Tuner.can_restore`, the repair, the population file, the tracking
+stores) runs there, in a zero-CPU task on the head (`storage.on_storage`), where Tune runs each grid.
 """
 
 from __future__ import annotations
@@ -62,8 +66,9 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     from kappa_rllib.tuning.progress import FileProgress, GridProgress, ResourceWait, WaitBoard
 
     reregister_envs(grids)
-    storage = stores.join(storage)  # a folder (made absolute) or a bucket URI
     client = _ray_client()
+    # a folder (made absolute; under Ray Client a path on the cluster, its links not followed here) or a bucket
+    storage = stores.join(storage, resolve=not client)
     stop = threading.Event()
     # the head line's time left holds where trials stop at their total_env_steps. Ray Client: each grid's
     # Tune run is a process of its own on the head, where its callbacks run: each prints its own line
@@ -78,7 +83,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         check_resume(grids, storage)
     jobs = []
     for grid in grids:
-        path = stores.join(storage, grid.name)
+        path = stores.join(storage, grid.name, resolve=not client)  # (as Tune writes it: storage_path/name)
         started = together.Started()
         # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
         callbacks = [retry.retry_policy(max_failures), started]
@@ -92,26 +97,25 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
         callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
-        if track:  # one store for the file's grids (kappa_rllib.tuning.tracking)
+        if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
             from kappa_rllib import tracking
-            from kappa_rllib.tuning.tracking import tune_callbacks
 
-            callbacks += tune_callbacks(list(track), project_name=tracking.project(track_project), group=grid.name,
-                                        results_folder=os.getcwd() if stores.is_uri(storage) else storage,
-                                        entity_name=tracking.entity(wandb_entity))
-        from kappa_rllib.tuning.config_once import ConfigOnLastResult
+            callbacks += stores.on_storage(_tracking_callbacks, list(track), tracking.project(track_project),
+                                           grid.name, None if stores.is_uri(storage) else storage,
+                                           tracking.entity(wandb_entity), os.environ.get("MLFLOW_TRACKING_URI"))
+        from kappa_rllib.tuning.config_once import around_loggers
         from kappa_rllib.tuning.tracking import tune_loggers
 
-        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers; then the
-        # trial's config onto the result Tune keeps as its last (ResultGrid's Result.config), not logged
-        callbacks += tune_loggers(tensorboard=tensorboard) + [ConfigOnLastResult()]
+        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers, each row given the
+        # trial's axes before them; then the trial's config onto the result Tune keeps as its last (Result.config)
+        callbacks += around_loggers(tune_loggers(tensorboard=tensorboard), axes=grid.mutations)
         if resume and checkpoint_every is not None:  # last: the stateful callbacks keep their positions
             callbacks.append(checkpoint_every_callback(checkpoint_every))
         jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                        checkpoint_every=checkpoint_every, max_failures=max_failures,
                                        verbose=0 if compact else verbose, callbacks=callbacks), started))
         if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
-            stores.write_text(path, stores.POPULATION_MARKER, json.dumps(
+            stores.on_storage(stores.write_text, path, stores.POPULATION_MARKER, json.dumps(
                 {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
                  "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
     with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
@@ -151,14 +155,41 @@ def _disk_full(error: BaseException) -> bool:
     return (isinstance(error, OSError) and error.errno == errno.ENOSPC) or retry.disk_full(error)
 
 
-def check_fresh(grids, storage) -> None:
-    """A fresh run (no --resume): ValueError (one line) if any grid's folder under `storage` holds a run,
-    checked for every grid before any Tuner writes its settings (tuner.pkl) into one."""
+def _tracking_callbacks(backends, project_name, group, results_folder, entity_name, mlflow_tracking_uri=None) -> list:
+    """kappa_rllib.tuning.tracking's callbacks for a grid, made where the storage is (`storage.on_storage`: they
+    make their folders as they are made); `results_folder` None (a bucket): the working folder there.
+    `mlflow_tracking_uri`: the driver's MLFLOW_TRACKING_URI (the one `tracking.check_store` checked), which the
+    store takes over the environment of the process that builds the callbacks (the head, through Ray Client)."""
+    from kappa_rllib.tuning.tracking import tune_callbacks
+
+    before = os.environ.pop("MLFLOW_TRACKING_URI", None)
+    if mlflow_tracking_uri:
+        os.environ["MLFLOW_TRACKING_URI"] = mlflow_tracking_uri
+    try:
+        return tune_callbacks(backends, project_name=project_name, group=group,
+                              results_folder=os.getcwd() if results_folder is None else results_folder,
+                              entity_name=entity_name)
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        if before is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+
+
+def _holding(paths: list[str]) -> list[bool]:
     from kappa_rllib.tuning import storage as stores
 
-    for grid in grids:
-        path = stores.join(storage, grid.name)
-        if stores.holds_files(path):
+    return [stores.holds_files(path) for path in paths]
+
+
+def check_fresh(grids, storage) -> None:
+    """A fresh run (no --resume): ValueError (one line) if any grid's folder under `storage` holds a run,
+    checked for every grid before any Tuner writes its settings (tuner.pkl) into one (where the storage is:
+    `storage.on_storage`)."""
+    from kappa_rllib.tuning import storage as stores
+
+    paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
+    for grid, path, held in zip(grids, paths, stores.on_storage(_holding, paths)):
+        if held:
             raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
                              "continue it, or choose another --storage")
 
@@ -180,14 +211,12 @@ def _param_space_on_restore(grid, path) -> dict:
     keys than the run started with (tuner.pkl lists them), so a setting this version of kappa-rllib added
     since (e.g. `batches_per_iteration`) is left out: trials made from it take the setting's default, what
     the run's version ran. A stored setting this version no longer has is one clear error."""
-    from ray import cloudpickle
-    from ray.train._internal.storage import get_fs_and_path
     from ray.tune.utils import flatten_dict
 
+    from kappa_rllib.tuning import storage as stores
+
     space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
-    fs, fs_path = get_fs_and_path(str(path), None)
-    with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
-        stored = cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
+    stored = stores.on_storage(_stored_param_keys, str(path))
     if stored is None:  # Tune checks nothing then either
         return space
     keys = set(flatten_dict(space))
@@ -205,6 +234,16 @@ def _param_space_on_restore(grid, path) -> dict:
     return space
 
 
+def _stored_param_keys(path: str):
+    """The param space's keys the stored run at `path` was started with (its tuner.pkl), None if not listed."""
+    from ray import cloudpickle
+    from ray.train._internal.storage import get_fs_and_path
+
+    fs, fs_path = get_fs_and_path(path, None)
+    with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
+        return cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
+
+
 def _count_trials(grid) -> int:
     """The trials Tune makes of the grid, counted as Tune counts them (its generator's `_total_samples`): every
     grid_search at any depth of the config, times num_samples."""
@@ -218,30 +257,40 @@ def check_resume(grids, storage) -> None:
     """ValueError (one line) where a grid of the file now makes another number of trials than its stored run
     under `storage` was started with (a seed, a kappa added or taken away): Tune would go on with the stored
     run's trials and ignore the file's, so an added trial would never run (each --resume saying it is left)
-    and a removed one would still run. Before Ray starts; nothing is written."""
-    import pyarrow.fs
-    from ray import cloudpickle
-    from ray.train._internal.storage import get_fs_and_path
-
+    and a removed one would still run. Nothing is written; the stored runs are read where the storage is
+    (`storage.on_storage`)."""
     from kappa_rllib.tuning import storage as stores
 
-    for grid in grids:
-        path = stores.join(storage, grid.name)
-        fs, fs_path = get_fs_and_path(str(path), None)
-        states = sorted(info.path for info in fs.get_file_info(pyarrow.fs.FileSelector(fs_path, allow_not_found=True))
-                        if info.base_name.startswith("basic-variant-state-") and info.base_name.endswith(".json"))
-        if not states:
-            continue
-        try:
-            with fs.open_input_file(states[-1]) as f:  # Tune's newest, as its restore picks it (by name)
-                stored = cloudpickle.loads(f.readall()).get("_total_samples")
-        except Exception:  # noqa: BLE001 - cut short or unreadable: repair_state and Tune's restore say so
-            continue
+    paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
+    for grid, path, stored in zip(grids, paths, stores.on_storage(_stored_totals, paths)):
         now = _count_trials(grid)
         if isinstance(stored, int) and stored != now:
             raise ValueError(f"{path}: grid {grid.name!r} makes {now} trials in the file now, its run "
                              f"there was started with {stored}: a changed grid cannot go on in its folder; put the "
                              "file back as it was, or run the changed grid in another --storage")
+
+
+def _stored_totals(paths: list[str]) -> list:
+    """The number of trials each stored run at `paths` was started with (its search state's `_total_samples`),
+    None where there is none or it cannot be read (cut short: repair_state and Tune's restore say so)."""
+    import pyarrow.fs
+    from ray import cloudpickle
+    from ray.train._internal.storage import get_fs_and_path
+
+    totals = []
+    for path in paths:
+        fs, fs_path = get_fs_and_path(str(path), None)
+        states = sorted(info.path for info in fs.get_file_info(pyarrow.fs.FileSelector(fs_path, allow_not_found=True))
+                        if info.base_name.startswith("basic-variant-state-") and info.base_name.endswith(".json"))
+        stored = None
+        if states:
+            try:
+                with fs.open_input_file(states[-1]) as f:  # Tune's newest, as its restore picks it (by name)
+                    stored = cloudpickle.loads(f.readall()).get("_total_samples")
+            except Exception:  # noqa: BLE001 - cut short or unreadable: repair_state and Tune's restore say so
+                stored = None
+        totals.append(stored)
+    return totals
 
 
 def _restorable(path) -> bool:
@@ -263,6 +312,18 @@ def _restorable(path) -> bool:
         return bool(json.loads(newest.read_text()).get("trial_data"))
     except (OSError, ValueError):
         return True  # cut short (a full disk): repair.repair_state has put back a whole copy, or says so
+
+
+def _prepare_resume(path: str) -> tuple[list[str], bool, bool]:
+    """Before a grid's `--resume`, in its (local) folder `path`: the repair (`repair.repair_state`: what was put
+    right, a line each), whether Tune can restore it (`_restorable`), and whether it holds trial results while
+    Tune cannot (no experiment state to resume them from). A bucket is neither repaired nor looked into."""
+    from kappa_rllib.tuning import storage as stores
+
+    local = not stores.is_uri(path)
+    repaired = repair.repair_state(Path(path)) if local and Path(path).is_dir() else []
+    restorable = _restorable(path)
+    return repaired, restorable, (not restorable and local and any(Path(path).glob("*/result.json")))
 
 
 def checkpoint_every_callback(checkpoint_every: int):
@@ -288,11 +349,12 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
 
     failure_config = tune.FailureConfig(max_failures=max_failures)
     per_grid_cap = max_concurrent if cap is None else None
-    if resume and not stores.is_uri(path) and Path(path).is_dir():
-        for repaired in repair.repair_state(Path(path)):
-            print(f"[tune] {grid.name}: {repaired}", file=sys.stderr)
-    restorable = resume and _restorable(path)
-    if resume and not restorable and not stores.is_uri(path) and any(Path(path).glob("*/result.json")):
+    restorable = False
+    if resume:  # where the storage is (under Ray Client, on the cluster)
+        repaired, restorable, results_only = stores.on_storage(_prepare_resume, path)
+        for line in repaired:
+            print(f"[tune] {grid.name}: {line}", file=sys.stderr)
+    if resume and not restorable and results_only:
         raise ValueError(f"{path}: grid {grid.name!r} has trial results but no Tune state to resume them from "
                          "(experiment_state-*.json): move the folder aside to run the grid afresh")
     if restorable:

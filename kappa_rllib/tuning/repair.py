@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows, _finished, _last_row, _parses
+from kappa_rllib.tuning.storage import POPULATION_MARKER, TMP_SUFFIX
+
 
 def _unpickles(data: bytes) -> bool:
     from ray import cloudpickle
@@ -94,11 +96,9 @@ def repair_state(folder) -> list[str]:
     3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
        been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
 
-    (The copies a killed driver's upload left half-made, `<name>.kappa-tmp` (kappa_rllib.tuning.sync), are
-    deleted: the file beside each is whole.)
+    (The copies a killed driver's upload left half-made, `<name>.kappa-tmp` (`storage.TMP_SUFFIX`, written by
+    kappa_rllib.tuning.sync), are deleted: the file beside each is whole.)
     """
-    from kappa_rllib.tuning.sync import TMP_SUFFIX
-
     for partial in [*folder.glob("*" + TMP_SUFFIX), *folder.glob("*/*" + TMP_SUFFIX)]:
         partial.unlink(missing_ok=True)
     done = _put_back_states(folder)
@@ -144,8 +144,6 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     if newest is None:
         return []
     state = json.loads(newest.read_text())
-    from kappa_rllib.tuning.storage import POPULATION_MARKER
-
     population = (folder / POPULATION_MARKER).is_file()
     done, kept_finished = [], set()
     for row in state.get("trial_data", []):

@@ -41,6 +41,9 @@ def check_uri(option: str, uri: str) -> None:
     if not match or match.group(1).lower() not in SCHEMES:
         raise ValueError(f"{option} {uri!r}: expected a folder or a bucket URI such as s3://BUCKET/PATH "
                          f"(schemes: {', '.join(SCHEMES)})")
+    if match.group(1).lower() == "file" and not _FILE.match(uri):
+        raise ValueError(f"{option} {uri!r}: a file URI names an absolute folder, file:///PATH (three slashes), "
+                         "or give the folder itself")
 
 
 def join(storage, *parts: str, resolve: bool = True) -> str:
@@ -68,9 +71,11 @@ def on_storage(fn, *args, **kwargs):
         return ray.get(task.remote(*args, **kwargs))
     except ray.exceptions.RayTaskError as e:
         cause = getattr(e, "cause", None)
-        if isinstance(cause, BaseException):
+        if isinstance(cause, (ValueError, OSError)):
             raise cause from None
-        raise
+        # anything else (e.g. a kappa-rllib the head cannot import): one line naming where, not a remote traceback
+        what = cause if isinstance(cause, BaseException) else e
+        raise OSError(f"on the cluster's head: {type(what).__name__}: {' '.join(str(what).split())[:300]}") from None
 
 
 def _filesystem(uri: str):

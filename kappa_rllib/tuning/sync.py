@@ -52,8 +52,10 @@ import time
 
 from ray.tune import Callback
 
+from kappa_rllib.tuning.repair import TUNE_STATES
+from kappa_rllib.tuning.storage import TMP_SUFFIX
+
 _MODULE, _NAME = "ray.train._internal.storage", "_upload_to_fs_path"
-TMP_SUFFIX = ".kappa-tmp"
 ROWS_FILES = ("result.json", "progress.csv")  # append-only: a prefix up to a newline is an earlier version
 BACKUP_PREFIX = ".kappa_rllib_"  # repair.state_backup's copies, written straight to storage
 RACY_NS = 2_000_000_000  # modified this recently: copied again at the next sync
@@ -71,8 +73,6 @@ def _excluded(relative: str, is_dir: bool, exclude) -> bool:
 def _whole_state(name: str, data: bytes) -> bool:
     """False for one of Tune's state files (repair.TUNE_STATES) that does not parse: a snapshot read
     while Tune rewrote it."""
-    from kappa_rllib.tuning.repair import TUNE_STATES
-
     for pattern, _, whole, _ in TUNE_STATES:
         if fnmatch.fnmatch(name, pattern):
             return whole(data)

@@ -1,7 +1,8 @@
 """kappa-PI-DQN and kappa-VI-DQN (paper, Sec. 4.1 and Appendix A, Algorithms 5 and 6).
 
 Config (`kappa_dqn_config.py`, imported here): DQN's settings plus `kappa`, `c_fa`, `total_env_steps`,
-`naive_schedule`, the paper's DQN table as defaults.
+`naive_schedule`, the paper's DQN table as defaults; the two variants' configs (`KappaPIDQNConfig`,
+`KappaVIDQNConfig`) are here, beside their algorithms (RLlib's way: no import circle).
 
 Algorithm: `training_step` walks the phase machine (`kappa_rllib.phases`) through
 N_kappa iterations (`kappa_rllib.schedule`):
@@ -39,7 +40,9 @@ from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
 from kappa_rllib.phases import KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
-from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_config import KappaDQNConfig, KappaPIDQNConfig, KappaVIDQNConfig  # noqa: F401
+from kappa_rllib.variant import PI, VI
+from kappa_rllib.algorithms.kappa_dqn import kappa_dqn_config
+from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_config import KappaDQNConfig
 from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates, split_into_calls
 from kappa_rllib.algorithms.kappa_dqn.update_schedule import UpdateScheduleMixin
 
@@ -199,3 +202,51 @@ class KappaVIDQN(KappaDQN):
     @classmethod
     def get_default_config(cls):
         return KappaVIDQNConfig()
+
+
+class KappaPIDQNConfig(KappaDQNConfig):
+    """Config of kappa-PI-DQN (paper, Algorithm 5): DQN on the surrogate MDP, then TD(0) evaluation of its policy.
+
+    Each of the N_kappa kappa-iterations has an improvement phase, DQN on M_{gamma kappa}(V_phi) (discount
+    gamma * kappa, shaped reward r + gamma (1 - kappa) V_phi(s'), V_phi(s) = Q_phi(s, argmax_a Q'_theta(s, a))),
+    and an evaluation phase that fits Q_phi to the new greedy policy by off-policy TD(0). Defaults: the
+    paper's Table 3 (docs/paper-settings.md); kappa = 1 is DQN. `.training(...)` takes RLlib's DQN settings
+    plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`.
+
+    ```python
+    from kappa_rllib import KappaPIDQNConfig
+    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaPIDQN; algo.train() runs one training iteration
+    ```
+    """
+
+    kappa_variant = PI
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaPIDQN)
+
+
+class KappaVIDQNConfig(KappaDQNConfig):
+    """Config of kappa-VI-DQN (paper, Algorithm 6): DQN on the surrogate MDP, whose Q-network then becomes Q_phi.
+
+    Each of the N_kappa kappa-iterations runs DQN on M_{gamma kappa}(V_phi) with V_phi(s) = max_a Q_phi(s, a)
+    for T_kappa env steps, then copies phi <- theta (one application of the kappa-optimal Bellman operator).
+    Defaults: the paper's Table 3; kappa = 1 is DQN. Settings as `KappaPIDQNConfig`.
+
+    ```python
+    from kappa_rllib import KappaVIDQNConfig
+    config = KappaVIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    algo = config.build_algo()  # a KappaVIDQN
+    ```
+    """
+
+    kappa_variant = VI
+
+    def __init__(self, algo_class=None):
+        super().__init__(algo_class=algo_class or KappaVIDQN)
+
+
+# Checkpoints (the config's state: `AlgorithmConfig.get_state` keeps its class) and Tune's saved runs made before
+# the two configs moved here from kappa_dqn_config.py name them there: they still load (the package's __init__
+# loads this file whenever kappa_dqn_config is imported)
+kappa_dqn_config.KappaPIDQNConfig, kappa_dqn_config.KappaVIDQNConfig = KappaPIDQNConfig, KappaVIDQNConfig

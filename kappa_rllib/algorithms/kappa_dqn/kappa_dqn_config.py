@@ -1,7 +1,9 @@
 """The configs of kappa-PI-DQN and kappa-VI-DQN (paper, Sec. 4.1 and Appendix A, Algorithms 5 and 6):
 DQN's settings plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`, with the paper's DQN table as
 defaults (docs/paper-settings.md, Table 3), and `validate()` refusing what the algorithm does not implement
-(double-Q, dueling, n-step, distributional, prioritized replay). The algorithm: `kappa_dqn.py`.
+(double-Q, dueling, n-step, distributional, prioritized replay). The algorithms, and the two variants' configs
+beside them (`KappaPIDQNConfig`, `KappaVIDQNConfig`, RLlib's way: a config in its algorithm's file, so that
+neither file imports the other): `kappa_dqn.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from kappa_rllib.algorithms.config_mixins import (
 )
 from kappa_rllib.schedule import validate_gamma
 from kappa_rllib.algorithms.kappa_dqn.renamed_settings import DEFAULT_FRAGMENT, RenamedSettingsMixin
-from kappa_rllib.variant import PHI_MODULE_ID, PI, V_PHI_AUTHORS, V_PHI_PAPER, V_PHI_SOURCES, VI
+from kappa_rllib.variant import PHI_MODULE_ID, V_PHI_AUTHORS, V_PHI_PAPER, V_PHI_SOURCES
 
 UNIFORM_REPLAY = "UniformReplayBuffer"
 
@@ -216,49 +218,3 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                     f"env {self.env!r} has a {type(space).__name__} action space: kappa-DQN needs "
                     "discrete actions (use kappa-PI-TRPO / kappa-VI-TRPO)"
                 )
-
-
-class KappaPIDQNConfig(KappaDQNConfig):
-    """Config of kappa-PI-DQN (paper, Algorithm 5): DQN on the surrogate MDP, then TD(0) evaluation of its policy.
-
-    Each of the N_kappa kappa-iterations has an improvement phase, DQN on M_{gamma kappa}(V_phi) (discount
-    gamma * kappa, shaped reward r + gamma (1 - kappa) V_phi(s'), V_phi(s) = Q_phi(s, argmax_a Q'_theta(s, a))),
-    and an evaluation phase that fits Q_phi to the new greedy policy by off-policy TD(0). Defaults: the
-    paper's Table 3 (docs/paper-settings.md); kappa = 1 is DQN. `.training(...)` takes RLlib's DQN settings
-    plus `kappa`, `c_fa`, `total_env_steps`, `naive_schedule`.
-
-    ```python
-    from kappa_rllib import KappaPIDQNConfig
-    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
-    algo = config.build_algo()  # a KappaPIDQN; algo.train() runs one training iteration
-    ```
-    """
-
-    kappa_variant = PI
-
-    def __init__(self, algo_class=None):
-        from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaPIDQN
-
-        super().__init__(algo_class=algo_class or KappaPIDQN)
-
-
-class KappaVIDQNConfig(KappaDQNConfig):
-    """Config of kappa-VI-DQN (paper, Algorithm 6): DQN on the surrogate MDP, whose Q-network then becomes Q_phi.
-
-    Each of the N_kappa kappa-iterations runs DQN on M_{gamma kappa}(V_phi) with V_phi(s) = max_a Q_phi(s, a)
-    for T_kappa env steps, then copies phi <- theta (one application of the kappa-optimal Bellman operator).
-    Defaults: the paper's Table 3; kappa = 1 is DQN. Settings as `KappaPIDQNConfig`.
-
-    ```python
-    from kappa_rllib import KappaVIDQNConfig
-    config = KappaVIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
-    algo = config.build_algo()  # a KappaVIDQN
-    ```
-    """
-
-    kappa_variant = VI
-
-    def __init__(self, algo_class=None):
-        from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaVIDQN
-
-        super().__init__(algo_class=algo_class or KappaVIDQN)

@@ -1,0 +1,265 @@
+"""`--storage` is where the storage is: through Ray Client (`--address ray://`) a path on the cluster, which
+the client may not see at all; and `file:///PATH`, a local folder like PATH.
+
+The Ray Client cluster is a head alone in a mount namespace of its own (`unshare --mount`) with a tmpfs
+over a folder that also exists, empty, on this side: every Ray process of the cluster (the Ray Client
+server, Tune's driver of each grid, the trials) sees the storage, the client (`kappa-rllib tune`, as on a
+user's laptop) does not. The test reads the storage as the head sees it, through /proc/<head pid>/root.
+Before the storage checks ran on the cluster (kappa_rllib.tuning.storage.on_storage), the client looked at
+its own empty folder: a second run over a stored one was not refused, and `--resume` started every grid
+afresh beside the stored one, so each trial ran twice.
+"""
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nodes import free_port as _free_port, trial_rows
+from test_cluster import GRID, LocalCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+T = 1000  # GRID's trials' total_env_steps
+EXPECTED = [(0.68, 0.1), (0.68, 0.2), (0.84, 0.1), (0.84, 0.2)]  # kappa x C_FA of GRID
+
+# one Ray cluster of its own at a time under pytest -n (pyproject.toml)
+pytestmark = pytest.mark.xdist_group("clusters")
+
+
+def _unshare_reason() -> str | None:
+    """Why a head cannot have a mount namespace of its own here, or None."""
+    if shutil.which("unshare") is None:
+        return "no `unshare` (util-linux) on this machine"
+    with tempfile.TemporaryDirectory() as folder:
+        probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                f"mount -t tmpfs kappa-probe {shlex.quote(folder)}"],
+                               capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"`unshare --mount` + a tmpfs mount is not allowed here ({probe.stderr.strip()[:200]})"
+    return None
+
+
+class HiddenStorageCluster(LocalCluster):
+    """A head alone (2 CPUs) in its own mount namespace, `mount` a tmpfs there: a folder only the cluster sees."""
+
+    def __init__(self, temp_dir: Path):
+        super().__init__(temp_dir)
+        self.mount = temp_dir / "volume"
+        self.mount.mkdir()
+        # the reconnect grace of a client that went away (Ray's default 30 s): a killed driver's Tune runs on
+        # the head stop soon after it
+        self.env["RAY_CLIENT_RECONNECT_GRACE_PERIOD"] = "1"
+        self.env.pop("MLFLOW_TRACKING_URI", None)  # --track mlflow: the store beside the grids
+
+    def _start(self, name: str, *args: str, cpus: int = 1) -> subprocess.Popen:
+        log = open(self.temp_dir / f"{name}.log", "w")
+        ray = [str(BIN / "ray"), "start", "--block", f"--num-cpus={cpus}", "--object-store-memory=200000000",
+               f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats", *args]
+        script = (f"mount -t tmpfs -o size=512m kappa-storage {shlex.quote(str(self.mount))} && "
+                  f"exec {shlex.join(ray)}")
+        self.processes.append(subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        return self.processes[-1]
+
+    @property
+    def address(self) -> str:
+        return f"ray://127.0.0.1:{self.client_port}"
+
+    def seen_by_head(self, path: Path) -> Path:
+        """`path` as the head's processes see it (their mount namespace)."""
+        return Path(f"/proc/{self.processes[0].pid}/root") / path.relative_to("/")
+
+
+@pytest.fixture(scope="module")
+def hidden_cluster():
+    reason = _unshare_reason()
+    if reason:
+        pytest.skip(reason)
+    temp_dir = Path(tempfile.mkdtemp(prefix="krh", dir="/tmp"))  # short: Ray's socket paths live under it
+    local = HiddenStorageCluster(temp_dir)
+    try:
+        local.start(head_cpus=2, workers=0)
+        yield local
+    finally:
+        local.stop()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def tune(cluster, storage: Path, *extra: str, timeout: float = 420) -> subprocess.CompletedProcess:
+    return cluster.run("kappa-rllib", "tune", GRID, "--storage", storage, "--address", cluster.address,
+                       *extra, timeout=timeout)
+
+
+def check_each_trial_ended_once(grid_dir: Path) -> dict:
+    """Every trial of GRID once (four folders), ended exactly once, at T; returns their rows."""
+    rows = trial_rows(grid_dir)
+    configs = sorted((json.loads((grid_dir / name / "params.json").read_text())["kappa"],
+                      json.loads((grid_dir / name / "params.json").read_text())["c_fa"]) for name in rows)
+    assert configs == EXPECTED, sorted(rows)
+    for name, trial in rows.items():
+        assert sum(1 for r in trial if r.get("done")) == 1, (name, [r["training_iteration"] for r in trial])
+        assert trial[-1]["done"] and trial[-1]["kappa"]["env_steps"] == T, name
+    return rows
+
+
+@pytest.mark.learning
+def test_ray_client_storage_that_only_the_cluster_sees(hidden_cluster, tmp_path):
+    """Through Ray Client, on a storage only the head sees: a driver SIGKILLed mid-run (its first rows written),
+    then `--resume`: the grid runs to its end, every trial ending once, at T; the same command again is refused
+    in one line; `--resume` again runs nothing. `--track mlflow` keeps its store beside the grids, on the head.
+    Nothing is ever written on the client's side of the path."""
+    cluster = hidden_cluster
+    storage = cluster.mount / "results"
+    on_head = cluster.seen_by_head(storage / "cluster_check" / "kappa_pi_dqn")
+
+    driver = subprocess.Popen(
+        [str(BIN / "kappa-rllib"), "tune", str(GRID), "--storage", str(storage), "--address", cluster.address,
+         "--checkpoint-every", "1", "--track", "mlflow"],
+        env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(rows and not rows[-1].get("done") for rows in trial_rows(on_head).values()):
+            assert driver.poll() is None and time.monotonic() < deadline, "no trial reported before the kill"
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    before = trial_rows(on_head)
+    assert sum(1 for rows in before.values() if rows[-1].get("done")) < 4, "the kill must land mid-grid"
+    cluster.wait_idle(timeout=180)  # the killed driver's Tune run on the head stopped with its client
+    resumed = tune(cluster, storage, "--resume")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "[tune] finished: 4/4 trials without error" in resumed.stdout
+    finished = check_each_trial_ended_once(on_head)  # (before: a fresh run beside the stored one, each twice)
+    assert (on_head.parent / "mlflow.db").is_file()  # the file's MLflow store, made on the head
+    assert not storage.exists()  # the client's side: nothing made here
+
+    again = tune(cluster, storage)
+    assert again.returncode == 2, again.stdout[-3000:] + again.stderr[-3000:]
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "already holds a run of grid 'kappa_pi_dqn'" in lines[0], again.stderr[-3000:]
+
+    nothing_left = tune(cluster, storage, "--resume")
+    assert nothing_left.returncode == 0, nothing_left.stdout[-3000:] + nothing_left.stderr[-3000:]
+    assert check_each_trial_ended_once(on_head) == finished  # nothing ran again
+    assert not storage.exists()
+
+
+def test_a_storage_the_cluster_cannot_write_is_one_line(hidden_cluster, tmp_path):
+    """Through Ray Client, a --storage that cannot be made on the cluster: one line, exit 2, before any grid."""
+    cluster = hidden_cluster
+    blocker = cluster.seen_by_head(cluster.mount / "a_file")
+    blocker.write_text("not a folder")
+    out = tune(cluster, cluster.mount / "a_file" / "results")
+    assert out.returncode == 2, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--storage" in lines[0] and "cannot create the folder" in lines[0], out.stderr
+
+
+# ------------------------------------------------------------------------------------------ file://
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+
+
+@pytest.mark.learning
+def test_a_file_uri_storage_is_a_local_folder_killed_then_resumed(tmp_path):
+    """`--storage file:///PATH`: the driver (and its embedded Ray) SIGKILLed mid-run, then `--resume`: the resume
+    repairs the folder as it does PATH's (its state backups are there), and every trial ends once, at T.
+    (Before, file:// was a bucket: no backups, no repair, and tracking stores in the working folder.)"""
+    grid = tmp_path / "file_uri.py"
+    grid.write_text(textwrap.dedent("""\
+        from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
+
+        def experiments(smoke=False):
+            return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=[0.2], num_seeds=1, variants=("pi",),
+                               baseline=False, **{**SMOKE_SETTINGS["dqn"], "total_env_steps": 2000})
+        """))
+    ray_tmp = Path(tempfile.mkdtemp(prefix="krf", dir="/tmp"))
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "RAY_ADDRESS": "", "MLFLOW_TRACKING_URI": ""}
+    args = [*CLI, "tune", str(grid), "--storage", f"file://{tmp_path}/results", "--num-cpus", "1",
+            "--checkpoint-every", "1", "--track", "mlflow"]
+    grid_dir = tmp_path / "results" / "file_uri" / "kappa_pi_dqn"
+    driver = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(len(rows) >= 2 and not rows[-1].get("done") for rows in trial_rows(grid_dir).values()):
+            assert driver.poll() is None and time.monotonic() < deadline, "no trial reported before the kill"
+            time.sleep(0.2)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        kill_ray_of(ray_tmp)
+    try:
+        assert (tmp_path / "results" / "file_uri" / "mlflow.db").is_file()  # the file's store, not the cwd's
+        assert not (tmp_path / "mlflow.db").exists()
+        out = subprocess.run([*args, "--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        rows = trial_rows(grid_dir)
+        assert len(rows) == 1
+        for name, trial in rows.items():
+            assert sum(1 for r in trial if r.get("done")) == 1, name
+            assert trial[-1]["kappa"]["env_steps"] == 2000, name
+        assert f"results in {tmp_path}/results/file_uri" in out.stdout
+        assert (grid_dir / ".kappa_rllib_experiment_state.json").is_file()  # the state backups of a local folder
+    finally:
+        kill_ray_of(ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def kill_ray_of(ray_tmp: Path) -> None:
+    """SIGKILL, by pid, each process whose command line names `ray_tmp` (the killed driver's own Ray)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if str(ray_tmp).encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+    time.sleep(1)
+
+
+def test_file_uris_are_folders_and_bucket_uris_stay_uris(tmp_path):
+    """`file:///PATH` (and `file://localhost/PATH`) is the folder PATH wherever the driver takes a path; any
+    other scheme is a bucket, read and written through pyarrow (`local://` here: pyarrow's local filesystem
+    behind a URI, the code path of s3:// and gs://)."""
+    from kappa_rllib.tuning import storage as stores
+
+    assert not stores.is_uri(f"file://{tmp_path}") and not stores.is_uri(f"FILE://localhost{tmp_path}")
+    assert stores.join(f"file://{tmp_path}", "g") == str(tmp_path.resolve() / "g")
+    assert stores.join(f"file://localhost{tmp_path}/", "g") == str(tmp_path.resolve() / "g")
+    assert stores.is_uri("s3://bucket/prefix") and stores.join("s3://bucket/prefix/", "g") == "s3://bucket/prefix/g"
+    stores.write_text(f"file://{tmp_path}/folder", "a.json", "{}")
+    assert (tmp_path / "folder" / "a.json").read_text() == "{}"
+    assert stores.holds_files(f"file://{tmp_path}/folder")
+
+    bucket = f"local://{tmp_path}/bucket"
+    assert stores.is_uri(bucket) and not stores.holds_files(bucket)
+    stores.write_text(f"{bucket}/grid/trial_1", "params.json", "{}")
+    stores.write_text(f"{bucket}/grid/trial_1", "result.json", '{"done": true}\n')
+    stores.write_text(f"{bucket}/grid/trial_1/checkpoint_000000", "state.pkl", "x")
+    assert stores.holds_files(bucket)
+    mirror = stores.mirror_results(bucket, tmp_path / "mirror")
+    assert sorted(str(p.relative_to(mirror)) for p in mirror.rglob("*") if p.is_file()) == [
+        "grid/trial_1/params.json", "grid/trial_1/result.json"]  # no checkpoints copied
+
+
+def test_storage_checks_run_here_without_ray_client(tmp_path):
+    """`on_storage` calls its function in this process when no Ray Client is connected, and an error it raises
+    comes back as it was."""
+    from kappa_rllib.tuning import storage as stores
+
+    assert stores.on_storage(stores.holds_files, str(tmp_path)) is False
+    with pytest.raises(ValueError, match="--storage"):
+        stores.on_storage(stores.check_uri, "--storage", "nope://x")
