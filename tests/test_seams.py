@@ -950,7 +950,10 @@ def test_whole_uploads_is_the_copy_tunes_syncer_runs(tmp_path, monkeypatch):
 
     from kappa_rllib.tuning import sync
 
-    monkeypatch.setattr(storage, "_upload_to_fs_path", storage._upload_to_fs_path)  # put back at the end
+    # start from Tune's own upload, put back as it was at the end (an in-process driver.run of an earlier test in
+    # this worker, e.g. tests/test_config_once.py's, may have installed ours already)
+    current = storage._upload_to_fs_path
+    monkeypatch.setattr(storage, "_upload_to_fs_path", getattr(current, "_tunes_own", current))
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "result.json").write_text("{}\n")
