@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from kappa_rllib.experiments import GRID_SEARCH, SCHEDULE_STOP
-from kappa_rllib.tuning import repair, retry, sync
+from kappa_rllib.tuning import busy, repair, retry, sync
 from kappa_rllib.tuning.output import quiet_unstarted_trials, tune_output
 
 
@@ -80,6 +80,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     if not resume:
         check_fresh(grids, storage)
     else:
+        wait_for_other_drivers(grids, storage)
         check_resume(grids, storage)
     jobs = []
     for grid in grids:
@@ -96,6 +97,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                                           interval_s=progress_interval_s))
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
+            callbacks.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
         callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
         if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
             from kappa_rllib import tracking
@@ -175,10 +177,12 @@ def _tracking_callbacks(backends, project_name, group, results_folder, entity_na
             os.environ["MLFLOW_TRACKING_URI"] = before
 
 
-def _holding(paths: list[str]) -> list[bool]:
+def _holding(paths: list[str]) -> list[tuple[bool, str | None]]:
+    """Whether each folder holds anything, and who runs a grid in it now (kappa_rllib.tuning.busy), if anyone."""
     from kappa_rllib.tuning import storage as stores
 
-    return [stores.holds_files(path) for path in paths]
+    return [(stores.holds_files(path), None if stores.is_uri(path) else busy.holder(stores.local_path(path)))
+            for path in paths]
 
 
 def check_fresh(grids, storage) -> None:
@@ -188,10 +192,33 @@ def check_fresh(grids, storage) -> None:
     from kappa_rllib.tuning import storage as stores
 
     paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
-    for grid, path, held in zip(grids, paths, stores.on_storage(_holding, paths)):
+    for grid, path, (held, who) in zip(grids, paths, stores.on_storage(_holding, paths)):
+        if held and who:
+            raise ValueError(busy.busy_message(path, grid.name, who))
         if held:
             raise ValueError(f"{path} already holds a run of grid {grid.name!r}: pass --resume to "
                              "continue it, or choose another --storage")
+
+
+def wait_for_other_drivers(grids, storage, wait_s: float = busy.WAIT_S) -> None:
+    """Before `--resume` touches a grid's folder: waits up to `wait_s` (saying so) for any other Tune run of the
+    file's grids to end (kappa_rllib.tuning.busy), then GridBusy (one line) for one still going. Where the
+    storage is (`storage.on_storage`); a bucket has no lock."""
+    from kappa_rllib.tuning import storage as stores
+
+    if stores.is_uri(storage):
+        return
+    paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
+    held = stores.on_storage(busy.holders, paths)
+    if not any(held):
+        return
+    for grid, who in zip(grids, held):
+        if who:
+            print(f"[tune] {grid.name}: another driver is still running it ({who}); waiting up to {wait_s:.0f} s "
+                  "for it to end", file=sys.stderr)
+    for grid, path, who in zip(grids, paths, stores.on_storage(busy.holders, paths, wait_s)):
+        if who:
+            raise busy.GridBusy(busy.busy_message(path, grid.name, who))
 
 
 def _ray_client() -> bool:

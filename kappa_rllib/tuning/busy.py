@@ -1,0 +1,133 @@
+"""One driver at a time in a grid's folder.
+
+Two Tune runs of one grid in one folder write the same trials' rows and checkpoints: each trial then runs twice
+and ends twice, and `report` counts both. That happens when a `--resume` starts while the run it resumes is still
+going, most easily through Ray Client: a client that goes away (Ctrl-C twice, a closed laptop, SIGKILL) leaves
+its grids' Tune runs going on the head for Ray's reconnect grace period (RAY_CLIENT_RECONNECT_GRACE_PERIOD,
+30 s by default), and a `--resume` typed at once would repair the folder under them and run beside them.
+
+So each grid's Tune run holds an exclusive lock on `<grid folder>/.kappa_rllib_driver.lock` (`flock`, which the
+kernel lets go of when the process holding it ends, however it ends) from its start to its end, in the process
+that runs Tune's loop (the driver here; through Ray Client, Tune's process on the head). `--resume` first waits
+for every grid's folder to be free (`wait_free`, up to WAIT_S, saying so) and refuses in one line if one is
+still held; a fresh run is refused anyway (the folder holds a run) and names who runs it.
+
+A bucket (s3://, gs://, ...) has no lock: one driver at a time there is the user's to keep.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+from pathlib import Path
+
+LOCK_FILE = ".kappa_rllib_driver.lock"
+# longer than Ray Client's default reconnect grace (30 s): a client that went away has its runs end on the head
+WAIT_S = 60.0
+POLL_S = 0.5
+
+
+class GridBusy(ValueError):
+    """A grid's folder is held by another Tune run (one line: the folder and who holds it)."""
+
+
+def _open(folder: Path) -> int:
+    folder.mkdir(parents=True, exist_ok=True)
+    return os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+
+
+def _try_lock(fd: int, exclusive: bool) -> bool:
+    import fcntl
+
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return True
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+
+
+def holder(folder) -> str | None:
+    """Who holds `folder` (a grid's local folder): "host H, pid P, since T" as its holder wrote it, or None
+    where no Tune run holds it (or it does not exist)."""
+    path = Path(folder) / LOCK_FILE
+    if not path.is_file():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            if _try_lock(fd, exclusive=False):  # nobody holds it exclusively: free (ours goes with the close)
+                return None
+        except OSError:  # a file system without locks: nobody can hold it
+            return None
+        return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+    finally:
+        os.close(fd)
+
+
+def holders(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
+    """`holder` of each folder in `paths`, after waiting up to `wait_s` for all of them to be free."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        held = [holder(path) for path in paths]
+        if not any(held) or time.monotonic() >= deadline:
+            return held
+        time.sleep(POLL_S)
+
+
+def busy_message(path, name: str, who: str) -> str:
+    return (f"{path}: grid {name!r} is being run by another driver ({who}); wait until it ends or stop it "
+            "(through Ray Client, a client that went away leaves its runs going on the head for "
+            "RAY_CLIENT_RECONNECT_GRACE_PERIOD, 30 s by default)")
+
+
+def hold(folder, name: str):
+    """A Tune callback holding the grid folder's lock for its Tune run: taken as the run starts (GridBusy,
+    one line, where another run holds it), let go as it ends (or with its process)."""
+    from ray import tune
+
+    class HoldFolder(tune.Callback):
+        def __init__(self):
+            self.fd = None
+
+        def setup(self, **info):
+            self.release()
+            try:
+                fd = _open(Path(folder))
+            except OSError:  # a full disk, a read-only folder: the run goes on unguarded (Tune says what fails)
+                return
+            try:
+                held = _try_lock(fd, exclusive=True)
+            except OSError:  # a file system without locks (ENOLCK: an NFS mount without its lock service)
+                os.close(fd)
+                return
+            if not held:
+                who = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                raise GridBusy(busy_message(folder, name, who))
+            stamp = f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            try:  # who holds it, for the other driver's message: only words, the lock is the flock
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, stamp.encode(), 0)
+            except OSError:  # a full disk
+                pass
+            self.fd = fd
+
+        def on_experiment_end(self, trials, **info):
+            self.release()
+
+        def release(self):
+            if self.fd is not None:
+                os.close(self.fd)  # (the lock goes with the last descriptor of its open file)
+                self.fd = None
+
+        def __getstate__(self):  # pickled into tuner.pkl and, through Ray Client, to the head: never a descriptor
+            return {**self.__dict__, "fd": None}
+
+        def __del__(self):
+            self.release()
+
+    return HoldFolder()

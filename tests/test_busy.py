@@ -1,0 +1,165 @@
+"""One Tune run at a time in a grid's folder (kappa_rllib.tuning.busy): a `--resume` typed while the run it
+resumes is still going waits for it to end, then goes on where it stopped; it never runs beside it. (Before,
+through Ray Client, the killed client's run went on on the head for the reconnect grace period, and a
+`--resume` beside it ran a trial's last iteration a second time: CI's tests/test_client_storage.py failure,
+rows [1, 2, 2] with two `done`.)"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nodes import trial_rows
+from test_client_storage import kill_ray_of
+
+HOLD = textwrap.dedent("""\
+    import sys, time
+    from kappa_rllib.tuning import busy
+    callback = busy.hold(sys.argv[1], "g")
+    callback.setup()
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+    callback.on_experiment_end(trials=[])
+    print("let go", flush=True)
+    time.sleep(60)
+    """)
+
+
+def _holder_process(folder: Path, hold_s: float) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder), str(hold_s)], stdout=subprocess.PIPE,
+                               text=True)
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_held_folder_names_its_holder_and_refuses_a_second_run_until_it_ends(tmp_path):
+    from kappa_rllib.tuning import busy
+
+    folder = tmp_path / "grid"
+    assert busy.holder(folder) is None and busy.holders([str(folder)]) == [None]  # no folder yet: free
+    process = _holder_process(folder, hold_s=600)
+    try:
+        who = busy.holder(folder)
+        assert who is not None and f"pid {process.pid}," in who, who
+        second = busy.hold(str(folder), "g")
+        with pytest.raises(busy.GridBusy) as refused:
+            second.setup()
+        message = str(refused.value)
+        assert "\n" not in message and f"pid {process.pid}," in message and "grid 'g'" in message
+        assert second.fd is None
+        started = time.monotonic()
+        assert busy.holders([str(folder)], wait_s=1.0) == [who]  # still held after the wait: named
+        assert time.monotonic() - started >= 1.0
+    finally:
+        process.kill()  # SIGKILL: the kernel lets go of the lock with the process
+        process.wait()
+    assert busy.holder(folder) is None
+    third = busy.hold(str(folder), "g")
+    third.setup()
+    assert third.fd is not None and f"pid {os.getpid()}," in busy.holder(folder)
+    third.on_experiment_end(trials=[])
+    assert third.fd is None and busy.holder(folder) is None
+
+
+def test_waiting_ends_when_the_holder_lets_go(tmp_path):
+    from kappa_rllib.tuning import busy
+
+    folder = tmp_path / "grid"
+    process = _holder_process(folder, hold_s=1.5)  # lets go (on_experiment_end) after 1.5 s, stays alive
+    try:
+        started = time.monotonic()
+        assert busy.holders([str(folder), str(tmp_path / "other")], wait_s=30) == [None, None]
+        waited = time.monotonic() - started
+        assert 0.5 < waited < 10, waited
+        assert process.stdout.readline().strip() == "let go" and process.poll() is None
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_callback_pickles_without_its_descriptor(tmp_path):
+    """Tune pickles the callbacks into tuner.pkl and, through Ray Client, to the head: a held lock's descriptor
+    never travels."""
+    from ray import cloudpickle
+
+    from kappa_rllib.tuning import busy
+
+    callback = busy.hold(str(tmp_path / "grid"), "g")
+    callback.setup()
+    try:
+        copy = cloudpickle.loads(cloudpickle.dumps(callback))
+        assert copy.fd is None and callback.fd is not None
+    finally:
+        callback.release()
+
+
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+
+
+@pytest.mark.learning
+def test_a_resume_typed_while_the_run_still_goes_waits_for_it_then_goes_on(tmp_path):
+    """Driver A runs a grid; `--resume` B starts while A still runs, says it waits, and does nothing until A is
+    SIGKILLed mid-run; then B repairs the folder and runs the grid to its end: every trial ends once, at T.
+    A fresh run over the folder while a driver holds it is refused in one line naming that driver."""
+    grid = tmp_path / "busy_grid.py"
+    grid.write_text(textwrap.dedent("""\
+        from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
+
+        def experiments(smoke=False):
+            return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=[0.1, 0.2], num_seeds=1, variants=("pi",),
+                               baseline=False, **{**SMOKE_SETTINGS["dqn"], "total_env_steps": 16000})
+        """))
+    grid_dir = tmp_path / "results" / "busy_grid" / "kappa_pi_dqn"
+    ray_a, ray_b = (Path(tempfile.mkdtemp(prefix=p, dir="/tmp")) for p in ("kba", "kbb"))
+    env = {**os.environ, "RAY_ADDRESS": ""}
+    args = [*CLI, "tune", str(grid), "--storage", str(tmp_path / "results"), "--num-cpus", "1",
+            "--checkpoint-every", "1"]
+    a = subprocess.Popen(args, cwd=tmp_path, env={**env, "RAY_TMPDIR": str(ray_a)}, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    b = None
+    try:
+        deadline = time.monotonic() + 300
+        while not any(rows and not rows[-1].get("done") for rows in trial_rows(grid_dir).values()):
+            assert a.poll() is None and time.monotonic() < deadline, "A reported nothing"
+            time.sleep(0.2)
+        fresh = subprocess.run(args, cwd=tmp_path, env={**env, "RAY_TMPDIR": str(ray_b)}, capture_output=True,
+                               text=True, timeout=300)
+        lines = fresh.stderr.strip().splitlines()
+        assert fresh.returncode == 2 and len(lines) == 1, fresh.stderr[-3000:]
+        assert "is being run by another driver" in lines[0] and "pid " in lines[0], lines[0]
+
+        b = subprocess.Popen([*args, "--resume"], cwd=tmp_path, env={**env, "RAY_TMPDIR": str(ray_b)},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        seen = [b.stderr.readline()]
+        while seen[-1] and "another driver is still running it" not in seen[-1]:
+            seen.append(b.stderr.readline())
+        assert "waiting up to" in seen[-1], ("".join(seen)[-3000:], a.poll(), b.wait())
+        time.sleep(2)
+        assert a.poll() is None and b.poll() is None  # A still runs; B waits
+        os.killpg(a.pid, signal.SIGKILL)
+        a.wait()
+        kill_ray_of(ray_a)
+        assert any(not rows[-1].get("done") for rows in trial_rows(grid_dir).values()) or \
+            len(trial_rows(grid_dir)) < 2, "the kill must land mid-grid"
+        out, err = b.communicate(timeout=420)
+        assert b.returncode == 0, out[-3000:] + err[-3000:]
+        rows = trial_rows(grid_dir)
+        assert len(rows) == 2
+        for name, trial in rows.items():
+            assert sum(1 for r in trial if r.get("done")) == 1, (name, [r["training_iteration"] for r in trial])
+            assert trial[-1]["kappa"]["env_steps"] == 16000, name
+    finally:
+        for process in (a, b):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for ray_tmp in (ray_a, ray_b):
+            kill_ray_of(ray_tmp)
+            shutil.rmtree(ray_tmp, ignore_errors=True)
