@@ -151,10 +151,19 @@ def test_ray_client_storage_that_only_the_cluster_sees(hidden_cluster, tmp_path)
     lines = again.stderr.strip().splitlines()
     assert len(lines) == 1 and "already holds a run of grid 'kappa_pi_dqn'" in lines[0], again.stderr[-3000:]
 
-    nothing_left = tune(cluster, storage, "--resume")
+    # --report: the result files read on the head and copied here (./<file>_report/results), the report beside them
+    nothing_left = subprocess.run(
+        [str(BIN / "kappa-rllib"), "tune", str(GRID), "--storage", str(storage), "--address", cluster.address,
+         "--resume", "--report"], env=cluster.env, cwd=tmp_path, capture_output=True, text=True, timeout=420)
     assert nothing_left.returncode == 0, nothing_left.stdout[-3000:] + nothing_left.stderr[-3000:]
     assert check_each_trial_ended_once(on_head) == finished  # nothing ran again
     assert not storage.exists()
+    copied = tmp_path / "cluster_check_report" / "results" / "kappa_pi_dqn"
+    assert sorted(p.name for p in copied.iterdir()) == sorted(finished)
+    for name, rows in finished.items():
+        assert (copied / name / "result.json").read_bytes() == (on_head / name / "result.json").read_bytes()
+    table = (tmp_path / "cluster_check_report" / "table.md").read_text()
+    assert "kappa" in table.lower() and "CartPole" in table, table[:2000]
 
 
 def test_a_storage_the_cluster_cannot_write_is_one_line(hidden_cluster, tmp_path):

@@ -42,7 +42,8 @@ def test_every_local_link_of_the_readme_and_the_docs_resolves():
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     checked = 0
     for page in pages:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        text = page.read_text()  # markdown links and images, and HTML's src and srcset (the README's <picture>)
+        for target in [*re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text), *re.findall(r'\b(?:src|srcset)="([^"]+)"', text)]:
             if re.match(r"[a-z]+://", target):
                 continue
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"

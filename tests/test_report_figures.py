@@ -73,10 +73,12 @@ def test_vs_paper_takes_each_cell_at_the_papers_own_setting_beside_the_papers_nu
     assert entries["TRPO γ=0.68"].paper is None and entries["TRPO γ=0.68"].cell.mean == pytest.approx(420)
 
 
-def test_vs_paper_draws_every_seed_each_mean_and_its_ci_and_the_papers_mean_and_band():
+@pytest.mark.parametrize("narrow", [False, True], ids=["two columns", "one column (a phone)"])
+def test_vs_paper_draws_every_seed_each_mean_and_its_ci_and_the_papers_mean_and_band(narrow):
     tables = report.build_tables(WALKER)
     panels = vs_paper.vs_paper_panels(tables, WALKER, report.load_paper_tables())
-    fig = vs_paper.vs_paper_figure(panels)
+    fig = vs_paper.vs_paper_figure(panels, narrow=narrow)
+    assert fig.get_figwidth() == (vs_paper.NARROW_WIDTH_IN if narrow else vs_paper.FIGURE_WIDTH_IN)
     drawn = _tagged(fig)
     for e in panels[0].entries:
         tag = f"Walker2d-v5|{e.label}"

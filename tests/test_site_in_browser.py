@@ -147,8 +147,13 @@ MEASURE = r"""
 (async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const content = document.querySelector("article.md-content__inner");
+  const images = [...content.querySelectorAll("img")];
+  await Promise.all(images.map(i => i.complete ? null : new Promise(r => { i.onload = r; i.onerror = r; })));
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  // each figure shown (not display: none), the file the browser chose and its width on screen and in the file
+  const figures = images.filter(i => i.getClientRects().length > 0).map(i => ({
+    src: (i.currentSrc || i.src).split("/").pop(), shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
   const name = e => e.tagName.toLowerCase() + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "");
   const scrolls = e => ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
   const equations = [...content.querySelectorAll("div.arithmatex")].map(div => {
@@ -173,8 +178,9 @@ MEASURE = r"""
                          right: Math.round(e.getBoundingClientRect().right), column: Math.round(right)});
   }
   return {
-    equations, code,
+    equations, code, figures,
     nav: here.map(a => a.textContent.trim().replace(/\s+/g, " ")),
+    toc: [...document.querySelectorAll("nav.md-nav--secondary a.md-nav__link")].map(a => a.textContent.trim()),
     h1: h1 ? h1.textContent.replace("¶", "").trim().replace(/\s+/g, " ") : null,
     wide,
     pageScroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
@@ -295,6 +301,19 @@ def test_no_javascript_error_on_load(shown):
     assert not problems, report(problems)
 
 
+def test_the_lead_figure_reads_on_a_phone_and_on_a_desktop(shown):
+    """The results page's figure against the paper (kappa_rllib.report.vs_paper) is shown once at each width, the
+    two-column drawing on a desktop and the one-column one on a phone, and its smallest text (SMALLEST_FONT_PT at
+    PLOT_DPI, scaled to the width shown) is >= 9 px high on both (the two-column one on a phone: ~5 px)."""
+    from kappa_rllib.report import plots
+
+    for width, wanted in (("desktop", "vs_paper.png"), ("phone", "vs_paper_narrow.png")):
+        lead = [f for f in shown["results/", width]["figures"] if f["src"].startswith("vs_paper")]
+        assert [f["src"] for f in lead] == [wanted], (width, lead)
+        text_px = plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * lead[0]["shown"] / lead[0]["natural"]
+        assert text_px >= 9, (width, lead[0], text_px)
+
+
 def test_the_navigation_names_each_page_by_its_heading(shown):
     """The sidebar's link to a page reads as the page's h1."""
     problems = []
@@ -305,6 +324,15 @@ def test_the_navigation_names_each_page_by_its_heading(shown):
             problems.append(f"{page}: no link to itself in the navigation")
         problems += [f"{page}: the navigation says {label!r}, the page's heading {found['h1']!r}"
                      for label in found["nav"] if label != found["h1"]]
+    assert not problems, report(problems)
+
+
+def test_no_heading_shows_raw_tex_in_the_table_of_contents(shown):
+    """The contents on the right list each heading as text: MathJax never typesets them, so a heading's `$...$`
+    would show there as `\\(N_\\kappa\\)` (it did on the results page)."""
+    problems = [f"{page}: {entry}" for (page, width), found in shown.items() if width == "desktop"
+                for entry in found["toc"] if any(mark in entry for mark in ("\\(", "\\[", "$"))]
+    assert sum(len(found["toc"]) for found in shown.values()) > 30
     assert not problems, report(problems)
 
 

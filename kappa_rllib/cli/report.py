@@ -32,14 +32,14 @@ def add_parser(sub) -> None:
                                "training performance\"), so that pages of several reports tell which they belong to")
 
 
-def main_with_defaults(folder) -> int:
-    """`kappa-rllib report FOLDER` with every option at its default (`tune --report`): the defaults are the
-    parser's, so a new option cannot be missing from a namespace built by hand."""
+def main_with_defaults(folder, out=None) -> int:
+    """`kappa-rllib report FOLDER [--out OUT]` with every other option at its default (`tune --report`): the
+    defaults are the parser's, so a new option cannot be missing from a namespace built by hand."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="kappa-rllib")
     add_parser(parser.add_subparsers())
-    return main(parser.parse_args(["report", str(folder)]))
+    return main(parser.parse_args(["report", str(folder), *(["--out", str(out)] if out is not None else [])]))
 
 
 def main(args) -> int:

@@ -180,9 +180,22 @@ def main(args) -> int:
               f"to their end; resume with: {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(f"[tune] finished: {total - errors}/{total} trials without error; results in {storage}")
+    if args.report and _client(args) and not stores.is_uri(storage):
+        # the results are on the cluster, which this machine may not see: their result files copied here first
+        out = Path(Path(storage).name + "_report")
+        try:
+            stores.mirror_from_cluster(storage, out / "results")
+        except (ValueError, OSError) as e:
+            return error(one_line(e))
+        print(f"[tune] the results are on the cluster: their result files copied into {out / 'results'}")
+        return report_verb.main_with_defaults(out / "results", out=out)
     if args.report:
         return report_verb.main_with_defaults(storage)
-    print(f"[tune] tables and plots: kappa-rllib report {storage}")
+    if _client(args) and not stores.is_uri(storage):  # a path on the cluster: read there, or copied here
+        print(f"[tune] tables and plots: `kappa-rllib report {storage}` on the cluster, or here: "
+              f"{_resume_command(args)} --report (runs nothing, copies the result files and reports)")
+    else:
+        print(f"[tune] tables and plots: kappa-rllib report {storage}")
     return 1 if errors else 0
 
 

@@ -17,7 +17,8 @@ nothing, and writes:
   schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
   lambda < 1, and kappa_best against kappa = 0 (`iqm.COMPARISONS`).
 * `vs_paper.png` - here against the paper at a glance: a panel per task with the paper's cells, every seed
-  a dot, each cell's mean and 95% CI beside the paper's mean and +- (report/vs_paper.py).
+  a dot, each cell's mean and 95% CI beside the paper's mean and +- (report/vs_paper.py); `vs_paper_narrow.png`,
+  the same panels in one column, for a phone.
 * `lower_gamma.md`, `lower_gamma_<env>.png` - the paper's Fig. 3: the base algorithm at discounts other than
   the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement.
 * `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the

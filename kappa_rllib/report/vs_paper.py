@@ -1,4 +1,5 @@
-"""Here against the paper at a glance: `vs_paper.png`, one panel per task that has the paper's cells.
+"""Here against the paper at a glance: `vs_paper.png`, one panel per task that has the paper's cells (two
+columns; `vs_paper_narrow.png`, one, for a phone).
 
 Each panel lists the task's published cells at the paper's setting (gamma 0.99, the paper's C_FA): kappa-PI and
 kappa-VI at the paper's kappa_best, at kappa = 0 and with the naive N_kappa = T schedule, the base algorithm
@@ -30,6 +31,10 @@ SHORT = {"kappa-pi": "κ-PI", "kappa-vi": "κ-VI"}
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
 PAPER_COLOR, HERE_COLOR = "tab:red", "tab:blue"
 FIGURE_WIDTH_IN = 9.0  # shown 880 px wide (the README's column), 9 pt text is 12 px high
+# vs_paper_narrow.png, the panels in one column, for a phone: shown ~350 px wide, 9 pt text is ~11 px high (the
+# two-column figure there: ~5 px). The README and the results page pick it under 600 px (a <picture>)
+NARROW_WIDTH_IN = 4.0
+NARROW_MAX_PX = 600
 ROW_HEIGHT_IN = 0.3
 
 
@@ -107,15 +112,17 @@ def vs_paper_panels(tables: list[EnvTable], runs: list[Run], paper: dict) -> lis
     return panels
 
 
-def vs_paper_figure(panels: list[Panel]):
-    """The figure of `panels`: a panel a task, two columns; each artist's gid names what it draws
-    ("seeds|<env>|<label>", "here|...", "paper|...", "paper band|...")."""
+def vs_paper_figure(panels: list[Panel], narrow: bool = False):
+    """The figure of `panels`: a panel a task, two columns (`narrow`: one, NARROW_WIDTH_IN wide, for a phone);
+    each artist's gid names what it draws ("seeds|<env>|<label>", "here|...", "paper|...", "paper band|...")."""
     plt = _pyplot()
-    ncols = 2 if len(panels) > 1 else 1
+    ncols = 2 if len(panels) > 1 and not narrow else 1
     nrows = math.ceil(len(panels) / ncols)
     heights = [max(len(p.entries) for p in panels[r * ncols:(r + 1) * ncols]) * ROW_HEIGHT_IN + 0.9
                for r in range(nrows)]
-    fig, axes = plt.subplots(nrows, ncols, figsize=(FIGURE_WIDTH_IN, sum(heights) + 0.5), squeeze=False,
+    legend_in = 0.6 if narrow else 0.35  # (the narrow legend takes two lines)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(NARROW_WIDTH_IN if narrow else FIGURE_WIDTH_IN,
+                                                    sum(heights) + legend_in + 0.15), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
@@ -145,18 +152,21 @@ def vs_paper_figure(panels: list[Panel]):
                plt.Line2D([], [], ls="-", marker="o", color="black", ms=4, label="here: mean, 95% CI"),
                plt.Line2D([], [], ls="none", marker="D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper: mean"),
                plt.matplotlib.patches.Patch(color=PAPER_COLOR, alpha=0.18, label="paper: its ±")]
-    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=LEGEND_FONT_PT, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (sum(heights) + 0.5)))
+    fig.legend(handles=handles, loc="upper center", ncol=2 if narrow else 4, fontsize=LEGEND_FONT_PT, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / (sum(heights) + legend_in + 0.15)))
     return fig
 
 
 def write_vs_paper(tables: list[EnvTable], runs: list[Run], paper: dict, out: Path) -> list[Path]:
-    """`vs_paper.png`, where some task has the paper's cells; nothing otherwise."""
+    """`vs_paper.png` and, its panels in one column for a phone, `vs_paper_narrow.png`, where some task has the
+    paper's cells; nothing otherwise."""
     panels = vs_paper_panels(tables, runs, paper)
     if not panels:
         return []
-    fig = vs_paper_figure(panels)
-    path = out / "vs_paper.png"
-    fig.savefig(path, dpi=PLOT_DPI)
-    _pyplot().close(fig)
-    return [path]
+    paths = []
+    for narrow, name in ((False, "vs_paper.png"), (True, "vs_paper_narrow.png")):
+        fig = vs_paper_figure(panels, narrow=narrow)
+        paths.append(out / name)
+        fig.savefig(paths[-1], dpi=PLOT_DPI)
+        _pyplot().close(fig)
+    return paths

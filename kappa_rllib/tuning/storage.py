@@ -107,6 +107,26 @@ def write_text(folder: str, name: str, text: str) -> None:
         out.write(text.encode())
 
 
+def result_files(folder: str) -> dict[str, bytes]:
+    """Every result file (RESULT_FILES) under the local folder `folder`, by its path relative to it."""
+    root = Path(local_path(folder))
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.name in RESULT_FILES and p.is_file()}
+
+
+def mirror_from_cluster(folder: str, local: Path) -> Path:
+    """Under Ray Client: the result files under `folder`, a path on the cluster which this machine may not see,
+    read on the head (`on_storage`) and written to the same relative paths under `local`."""
+    files = on_storage(result_files, folder)
+    if not any(name.endswith("/result.json") for name in files):
+        raise ValueError(f"{folder} (on the cluster): no trial results found (no params.json + result.json)")
+    for name, data in files.items():
+        target = local / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return local
+
+
 def mirror_results(uri: str, local: Path) -> Path:
     """Copies every params.json/result.json under `uri` to the same relative paths under `local`."""
     import pyarrow.fs
