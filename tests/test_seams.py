@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import pytest
 
 from nodes import trial_rows
+from test_tracking import wandb_offline_run as _wandb_offline_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -302,21 +303,6 @@ def test_replay_rows_takes_the_last_timeline_up_to_the_checkpoint_less_what_wand
     assert replay_rows(rows, {(100, 1.5), (300, 10.5)}, up_to=3) == [row(2, 9.0)]
     assert replay_rows(rows, {(100, 1.5)}, up_to=2) == [row(2, 9.0)]
     assert replay_rows(rows, set(), up_to=0) == []
-
-
-def _wandb_offline_run(folder: Path, run_id: str, rows: list[dict]) -> None:
-    """An offline W&B run of id `run_id` under `folder`/wandb holding `rows`, as the logging actor logs them."""
-    script = textwrap.dedent(f"""\
-        import json, sys, wandb
-        from kappa_rllib.tracking import metrics
-        run = wandb.init(mode="offline", dir={str(folder)!r}, id={run_id!r}, project="seams")
-        for row in json.loads(sys.stdin.read()):
-            run.log(metrics(row))
-        run.finish()
-        """)
-    out = subprocess.run([sys.executable, "-c", script], input=json.dumps(rows), cwd=ROOT, capture_output=True,
-                         text=True, env={**os.environ, "WANDB_SILENT": "true"}, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
 
 
 def test_an_ended_trial_whose_rows_wandb_holds_is_checked_once_then_from_the_cache(tmp_path, monkeypatch):

@@ -640,14 +640,14 @@ def test_a_tracked_run_belongs_to_its_storage_in_wandb(tmp_path, monkeypatch):
     assert started == [f"{key_a}-abc12_00000", f"{key_b}-abc12_00000", f"{key_a}-abc12_00000", "old12_00000"]
     assert track_wandb.wandb_run_id(trials["a"]) == f"{key_a}-abc12_00000"
     # what W&B's files of a's run hold is not b's: b's rows all lacking, a's none
-    _wandb_offline_run(tmp_path / "results", f"{key_a}-abc12_00000", rows["a"])
+    wandb_offline_run(tmp_path / "results", f"{key_a}-abc12_00000", rows["a"])
     for name, lacking in (("a", []), ("b", rows["b"])):
         trials[name].last_result = None
         assert track_wandb.missing_rows(tmp_path / "results", trials[name],
                                         run_id=track_wandb.wandb_run_id(trials[name])) == lacking
 
 
-def _wandb_offline_run(folder: Path, run_id: str, rows: list[dict]) -> None:
+def wandb_offline_run(folder: Path, run_id: str, rows: list[dict]) -> None:
     """An offline W&B run of id `run_id` under `folder`/wandb holding `rows`, as the logging actor logs them."""
     script = textwrap.dedent(f"""\
         import json, sys, wandb
