@@ -44,6 +44,7 @@ def test_a_held_folder_names_its_holder_and_refuses_a_second_run_until_it_ends(t
 
     folder = tmp_path / "grid"
     assert busy.holder(folder) is None and busy.holders([str(folder)]) == [None]  # no folder yet: free
+    folder.mkdir()  # (Tune makes it, tuner.pkl, before a run starts)
     process = _holder_process(folder, hold_s=600)
     try:
         who = busy.holder(folder)
@@ -72,6 +73,7 @@ def test_waiting_ends_when_the_holder_lets_go(tmp_path):
     from kappa_rllib.tuning import busy
 
     folder = tmp_path / "grid"
+    folder.mkdir()
     process = _holder_process(folder, hold_s=1.5)  # lets go (on_experiment_end) after 1.5 s, stays alive
     try:
         started = time.monotonic()
@@ -91,6 +93,7 @@ def test_the_callback_pickles_without_its_descriptor(tmp_path):
 
     from kappa_rllib.tuning import busy
 
+    (tmp_path / "grid").mkdir()
     callback = busy.hold(str(tmp_path / "grid"), "g")
     callback.setup()
     try:
@@ -98,6 +101,44 @@ def test_the_callback_pickles_without_its_descriptor(tmp_path):
         assert copy.fd is None and callback.fd is not None
     finally:
         callback.release()
+
+
+def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
+    """Under Ray Client a resumed run's callbacks are the stored ones (tuner.pkl), naming the folder where the run
+    started; Tune restores a folder moved since. The lock then holds nothing rather than make the old path again
+    (where a later fresh run would be refused)."""
+    from kappa_rllib.tuning import busy
+
+    callback = busy.hold(str(tmp_path / "moved"), "g")
+    callback.setup()
+    assert callback.fd is None and not (tmp_path / "moved").exists()
+
+
+def test_a_run_whose_later_callback_fails_in_setup_lets_go_in_this_process(ray_local, tmp_path, monkeypatch):
+    """Tune calls the callbacks' setup outside the try that ends them: one failing after the lock's (MLflow's talks
+    to its server) left the folder held by this process, and the next run of the grid in it (a notebook, a test)
+    waited 60 s, then refused naming itself. driver.run lets go of its holds as it returns; the resume runs."""
+    from ray import tune
+    from ray.tune.callback import Callback
+
+    from kappa_rllib.experiments import Grid
+    from kappa_rllib.tuning import busy, driver, tracking
+    from test_config_once import SeededConfig, _run_grids
+
+    class Fails(Callback):
+        def setup(self, **info):
+            raise RuntimeError("the tracking server is down")
+
+    loggers = tracking.tune_loggers
+    monkeypatch.setattr(tracking, "tune_loggers", lambda **kw: [Fails()])  # after the lock, as MLflow's is
+    grid = Grid("held", SeededConfig({"lr": 0.1, "seed": tune.grid_search([0, 1]), "rows": 2}))
+    with pytest.raises(driver.GridFailed, match="the tracking server is down"):
+        _run_grids(tmp_path, [grid])
+    assert busy.holder(tmp_path / "storage" / "held") is None  # (before: "host ..., pid <this process>")
+    monkeypatch.setattr(tracking, "tune_loggers", loggers)
+    started = time.monotonic()
+    results = driver.run([grid], str(tmp_path / "storage"), resume=True, verbose=0)["held"]
+    assert len(results) == 2 and not results.errors and time.monotonic() - started < busy.WAIT_S
 
 
 CLI = [sys.executable, "-m", "kappa_rllib.cli"]

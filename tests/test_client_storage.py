@@ -265,6 +265,35 @@ def test_file_uris_are_folders_and_bucket_uris_stay_uris(tmp_path):
         "grid/trial_1/params.json", "grid/trial_1/result.json"]  # no checkpoints copied
 
 
+def test_a_copy_from_the_cluster_is_made_afresh_a_few_files_a_transfer(tmp_path, monkeypatch):
+    """`tune --report` through Ray Client copies the result files (never the checkpoints) into a folder made afresh:
+    what an earlier copy left there (a grid moved aside since) is not counted again; they come over a few at a
+    time (MIRROR_BATCH_BYTES), not as one object of every trial's rows. (Here without Ray Client: on_storage calls
+    the function in this process, as the head's task does.)"""
+    from kappa_rllib.tuning import storage as stores
+
+    grid = tmp_path / "cluster" / "g"
+    for trial in ("t1", "t2", "t3"):
+        (grid / trial / "checkpoint_000001").mkdir(parents=True)
+        (grid / trial / "params.json").write_text("{}")
+        (grid / trial / "result.json").write_text(f'{{"trial": "{trial}"}}\n' * 50)
+        (grid / trial / "checkpoint_000001" / "state.pkl").write_text("x")
+    local = tmp_path / "report" / "results"
+    (local / "moved_aside" / "t0").mkdir(parents=True)
+    (local / "moved_aside" / "t0" / "result.json").write_text("{}\n")
+    calls = []
+    real = stores.result_files
+    monkeypatch.setattr(stores, "MIRROR_BATCH_BYTES", 600)
+    monkeypatch.setattr(stores, "result_files", lambda *a: calls.append(a) or real(*a))
+    stores.mirror_from_cluster(str(grid), local)
+    assert sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file()) == [
+        f"{t}/{name}" for t in ("t1", "t2", "t3") for name in ("params.json", "result.json")]
+    assert (local / "t2" / "result.json").read_bytes() == (grid / "t2" / "result.json").read_bytes()
+    assert len(calls) == 1 + 3  # the listing, then each trial's two files (~650 bytes) a transfer
+    with pytest.raises(ValueError, match="no trial results found"):
+        stores.mirror_from_cluster(str(tmp_path / "empty"), local)
+
+
 def test_storage_checks_run_here_without_ray_client(tmp_path):
     """`on_storage` calls its function in this process when no Ray Client is connected, and an error it raises
     comes back as it was."""

@@ -34,7 +34,9 @@ class GridBusy(ValueError):
 
 
 def _open(folder: Path) -> int:
-    folder.mkdir(parents=True, exist_ok=True)
+    # Tune has made the folder by the time a run starts (tuner.pkl); one that is not there is a path a run stored
+    # before names and that moved since (Tune restores a moved folder, with its callbacks, under Ray Client): no
+    # lock then, rather than a folder made again at the old path
     return os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
 
 
@@ -97,7 +99,7 @@ def hold(folder, name: str):
             self.release()
             try:
                 fd = _open(Path(folder))
-            except OSError:  # a full disk, a read-only folder: the run goes on unguarded (Tune says what fails)
+            except OSError:  # no folder (moved), a full disk, a read-only one: the run goes on unguarded
                 return
             try:
                 held = _try_lock(fd, exclusive=True)

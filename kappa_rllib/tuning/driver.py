@@ -82,7 +82,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     else:
         wait_for_other_drivers(grids, storage)
         check_resume(grids, storage)
-    jobs = []
+    jobs, holds = [], []
     for grid in grids:
         path = stores.join(storage, grid.name, resolve=not client)  # (as Tune writes it: storage_path/name)
         started = together.Started()
@@ -97,7 +97,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                                           interval_s=progress_interval_s))
         if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
             callbacks.append(repair.state_backup(Path(path)))
-            callbacks.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
+            holds.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
+            callbacks.append(holds[-1])
         callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
         if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
             from kappa_rllib import tracking
@@ -128,6 +129,10 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
         except together.GridRaised as e:
             raise GridFailed(e.name, e.error, storage, [name for name in e.started if name != e.name]) from None
         finally:
+            # a Tune run that failed in a callback's setup after the lock's never calls its end: let go here
+            # (this process goes on: a notebook, a test, the next run of the file)
+            for hold in holds:
+                hold.release()
             # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
             # count them done; the CLI says what is left instead
             if view is not None and not stop.is_set():

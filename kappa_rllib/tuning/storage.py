@@ -107,23 +107,48 @@ def write_text(folder: str, name: str, text: str) -> None:
         out.write(text.encode())
 
 
-def result_files(folder: str) -> dict[str, bytes]:
-    """Every result file (RESULT_FILES) under the local folder `folder`, by its path relative to it."""
+def result_files(folder: str, names: list[str] | None = None):
+    """The result files (RESULT_FILES) under the local folder `folder`: [(path relative to it, size)], or with
+    `names` (such paths), {name: its bytes}."""
     root = Path(local_path(folder))
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.name in RESULT_FILES and p.is_file()}
+    if names is not None:
+        return {name: (root / name).read_bytes() for name in names}
+    return [(str(p.relative_to(root)), p.stat().st_size) for p in sorted(root.rglob("*"))
+            if p.name in RESULT_FILES and p.is_file()]
+
+
+MIRROR_BATCH_BYTES = 64 << 20  # a 2M-step trial's result.json is ~33 MB: a few trials' files a transfer
 
 
 def mirror_from_cluster(folder: str, local: Path) -> Path:
     """Under Ray Client: the result files under `folder`, a path on the cluster which this machine may not see,
-    read on the head (`on_storage`) and written to the same relative paths under `local`."""
-    files = on_storage(result_files, folder)
-    if not any(name.endswith("/result.json") for name in files):
-        raise ValueError(f"{folder} (on the cluster): no trial results found (no params.json + result.json)")
-    for name, data in files.items():
-        target = local / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    read on the head (`on_storage`, MIRROR_BATCH_BYTES at a time) and written to the same relative paths under
+    `local`, which is made afresh (what an earlier copy left there, e.g. of a grid moved aside, would be counted
+    again). OSError (one line) where Ray cannot bring them (the head's or the object store's memory)."""
+    import shutil
+
+    import ray
+
+    try:
+        listed = on_storage(result_files, folder)
+        if not any(name.endswith("result.json") for name, _ in listed):
+            raise ValueError(f"{folder} (on the cluster): no trial results found (no params.json + result.json)")
+        fresh = local.with_name(local.name + TMP_SUFFIX)
+        shutil.rmtree(fresh, ignore_errors=True)
+        batch, size = [], 0
+        for i, (name, nbytes) in enumerate(listed):
+            batch.append(name)
+            size += nbytes
+            if size >= MIRROR_BATCH_BYTES or i == len(listed) - 1:
+                for relative, data in on_storage(result_files, folder, batch).items():
+                    (fresh / relative).parent.mkdir(parents=True, exist_ok=True)
+                    (fresh / relative).write_bytes(data)
+                batch, size = [], 0
+    except ray.exceptions.RayError as e:
+        raise OSError(f"copying the result files of {folder} from the cluster failed ({type(e).__name__}: "
+                      f"{' '.join(str(e).split())[:300]})") from None
+    shutil.rmtree(local, ignore_errors=True)
+    fresh.rename(local)
     return local
 
 
