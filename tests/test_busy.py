@@ -204,3 +204,40 @@ def test_a_resume_typed_while_the_run_still_goes_waits_for_it_then_goes_on(tmp_p
         for ray_tmp in (ray_a, ray_b):
             kill_ray_of(ray_tmp)
             shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_a_killed_drivers_staging_rows_are_dropped_before_a_resume_on_a_cluster_still_up(tmp_path, monkeypatch):
+    """Tune keeps a trial's staging folder under the run's start time, stored with the trial: a `--resume` on a
+    cluster still up (Ray Client, `ray job submit`) meets the killed driver's staging folder again, whose rows
+    written after its last copy onto storage its first sync copied over storage, past the checkpoint the trial
+    resumes from (CI: rows [1, 2, 2], `done` twice). The repair deletes that folder and says what it held past
+    storage; a folder inside the grid's own folder is never touched."""
+    import types
+
+    import ray
+
+    from kappa_rllib.tuning import repair
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    trial_dir = tmp_path / "grid" / "T_00000"
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "result.json").write_text('{"training_iteration": 1}\n')
+    staging = tmp_path / "session" / "artifacts" / "2026-12-03_16-31-13" / "grid" / "driver_artifacts" / "T_00000"
+    staging.mkdir(parents=True)
+    (staging / "result.json").write_text('{"training_iteration": 1}\n{"training_iteration": 2, "done": true}\n')
+    (staging / "progress.csv").write_text("training_iteration\n1\n2\n")
+    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    assert line.startswith("1 row(s) the killed driver wrote but never copied onto storage dropped"), line
+    assert not staging.exists() and (trial_dir / "result.json").read_text().count("\n") == 1
+    staging.mkdir(parents=True)  # the same rows as storage's: deleted, nothing to say
+    (staging / "result.json").write_text('{"training_iteration": 1}\n')
+    assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
+    assert not staging.exists()
+    for never in (trial_dir, trial_dir / "sub"):  # (staging that is storage, or inside it: never deleted)
+        never.mkdir(exist_ok=True)
+        assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(never)), trial_dir) is None
+        assert never.is_dir()
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # no Ray session: no staging path to look at
+    staging.mkdir(parents=True)
+    assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
+    assert staging.is_dir()

@@ -94,7 +94,9 @@ def repair_state(folder) -> list[str]:
     2. each trial's result.json rows cut short, wherever they are, dropped (`_drop_bad_rows`), and a row cut
        short at the end of its progress.csv, so the resumed rows start on a line of their own;
     3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
-       been written before the trial's last checkpoint, and name one that was deleted since, or an older one.
+       been written before the trial's last checkpoint, and name one that was deleted since, or an older one;
+    4. each unfinished trial's staging folder that a killed driver left on a cluster still up deleted
+       (`drop_stale_staging`): its rows never copied onto storage would otherwise reach it past the checkpoint.
 
     (The copies a killed driver's upload left half-made, `<name>.kappa-tmp` (`storage.TMP_SUFFIX`, written by
     kappa_rllib.tuning.sync), are deleted: the file beside each is whole.)
@@ -154,6 +156,9 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         trial_dirs = sorted(folder.glob(f"*_{trial.trial_id}_*"))
         if not trial_dirs:
             continue
+        stale = drop_stale_staging(trial, trial_dirs[0])
+        if stale:
+            done.append(f"{trial_dirs[0].name}: {stale}")
         line = _repoint(trial, row, trial_dirs[0], population=population)
         if json.loads(row[0]).get("status") == Trial.TERMINATED:
             kept_finished.add(trial.trial_id)
@@ -167,6 +172,46 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         tmp.replace(newest)
         _forget_live(folder, kept_finished)
     return done
+
+
+def drop_stale_staging(trial, trial_dir) -> str | None:
+    """Deletes the killed driver's staging folder of an unfinished `trial` (its files as that driver wrote them
+    before copying them onto `trial_dir`, the storage), if it is on this node; returns what it held past
+    storage's rows, for the user, or None.
+
+    Tune keeps a trial's staging folder under `<Ray session>/artifacts/<the run's start time>/...`, the start time
+    stored with the trial: a resume on a cluster still up (through Ray Client, or `ray job submit`) finds the
+    killed driver's staging folder again, and its first sync copied that folder's rows, written after the last
+    copy, onto storage, past the checkpoint the trial resumes from; the resumed rows then came after them (a row
+    twice, `done` twice). Storage is what the resume goes on from: Tune copies its rows back into staging as the
+    trial starts (`JsonLoggerCallback._restore_from_remote`). Needs Ray (the session); runs where the driver does."""
+    import shutil
+
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    try:
+        staging = Path(trial.local_path).resolve()
+    except Exception:  # noqa: BLE001 - a state without the trial's storage settings: nothing to look at
+        return None
+    if not staging.is_dir() or staging == trial_dir.resolve() or trial_dir.resolve() in staging.parents:
+        return None
+    rows_there = _count_rows(staging / "result.json")
+    rows_kept = _count_rows(trial_dir / "result.json")
+    shutil.rmtree(staging, ignore_errors=True)
+    if rows_there > rows_kept:
+        return (f"{rows_there - rows_kept} row(s) the killed driver wrote but never copied onto storage dropped "
+                "(its staging folder on this node): the trial goes on from storage")
+    return None
+
+
+def _count_rows(path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return 0
 
 
 def _forget_live(folder, ended: set) -> None:
