@@ -200,6 +200,8 @@ def drop_stale_staging(trial, trial_dir) -> str | None:
     rows_there = _count_rows(staging / "result.json")
     rows_kept = _count_rows(trial_dir / "result.json")
     shutil.rmtree(staging, ignore_errors=True)
+    if staging.exists():
+        return f"the killed driver's staging folder {staging} could not be deleted: its rows may reach storage"
     if rows_there > rows_kept:
         return (f"{rows_there - rows_kept} row(s) the killed driver wrote but never copied onto storage dropped "
                 "(its staging folder on this node): the trial goes on from storage")
