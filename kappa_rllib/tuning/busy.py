@@ -52,6 +52,11 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
         raise
 
 
+def _who(fd: int) -> str:
+    """What the holder wrote into the lock file: "host H, pid P, since T"."""
+    return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+
+
 def holder(folder) -> str | None:
     """Who holds `folder` (a grid's local folder): "host H, pid P, since T" as its holder wrote it, or None
     where no Tune run holds it (or it does not exist)."""
@@ -65,7 +70,7 @@ def holder(folder) -> str | None:
                 return None
         except OSError:  # a file system without locks: nobody can hold it
             return None
-        return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        return _who(fd)
     finally:
         os.close(fd)
 
@@ -107,7 +112,7 @@ def hold(folder, name: str):
                 os.close(fd)
                 return
             if not held:
-                who = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+                who = _who(fd)
                 os.close(fd)
                 raise GridBusy(busy_message(folder, name, who))
             stamp = f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
