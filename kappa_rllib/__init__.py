@@ -55,7 +55,11 @@ def register_with_tune() -> None:
     import kappa_rllib
     from ray import tune
     kappa_rllib.register_with_tune()
-    config = kappa_rllib.KappaPITRPOConfig().environment("Pendulum-v1").training(total_env_steps=20_000)
+    config = (
+        kappa_rllib.KappaPITRPOConfig()
+        .environment("Pendulum-v1")
+        .training(total_env_steps=20_000)
+    )
     tune.Tuner("KappaPITRPO", param_space=config).fit()
     ```
     """

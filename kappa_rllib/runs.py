@@ -1,11 +1,19 @@
 """Run folders: what `kappa-rllib train` writes, usable from Python too.
 
     from kappa_rllib import KappaPIDQNConfig, runs
-    config = KappaPIDQNConfig().environment("CartPole-v1").training(total_env_steps=20_000)
-    run_dir = runs.create("results", "kappa-pi-dqn", config)   # params.json, run.json
-    summary = runs.train("kappa-pi-dqn", config, run_dir)      # progress.csv, result.json, checkpoints/
-    summary = runs.resume(run_dir)                             # after Ctrl-C or a crash, on to T
-    meta, rows = runs.read(run_dir)                            # run.json and progress.csv back
+    config = (
+        KappaPIDQNConfig()
+        .environment("CartPole-v1")
+        .training(total_env_steps=20_000)
+    )
+    # params.json, run.json
+    run_dir = runs.create("results", "kappa-pi-dqn", config)
+    # progress.csv, result.json, checkpoints/
+    summary = runs.train("kappa-pi-dqn", config, run_dir)
+    # after Ctrl-C or a crash, on to T
+    summary = runs.resume(run_dir)
+    # run.json and progress.csv back
+    meta, rows = runs.read(run_dir)
 
 A run folder holds `params.json` (the full config), `run.json` (algorithm, env, T, the command,
 finished or not), `progress.csv` (PROGRESS_COLUMNS, one row per training iteration), `result.json`

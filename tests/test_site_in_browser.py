@@ -42,8 +42,19 @@ pytestmark = [pytest.mark.xdist_group("browser")]
 if BROWSER is None and not REQUIRED:
     pytestmark.append(pytest.mark.skip(reason="no chromium binary (apt-get install chromium; CI sets KAPPA_BROWSER_TESTS=required)"))
 
-# the pages checked at each width, by their paths in the site
-PAGES = ["", "results/", "results/table2/", "algorithms/", "paper-settings/", "experiments/"]
+# the pages checked at each width, by their paths in the site: every page of mkdocs.yml's nav
+def nav_pages() -> list[str]:
+    import re
+
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    nav = nav.split("\n# ", 1)[0].split("\n\n", 1)[0]
+    files = re.findall(r"^\s*- (?:[^:\n]+: )?([\w/.-]+\.md)\s*$", nav, flags=re.M)
+    # mkdocs serves a/b.md at a/b/, and a/README.md or a/index.md at a/
+    return [re.sub(r"(^|/)(README|index)\.md$", r"\1", f).removesuffix(".md") + ("/" if not f.endswith(
+        ("README.md", "index.md")) else "") for f in files]
+
+
+PAGES = nav_pages()
 WIDTHS = {"phone": 390, "desktop": 1400}
 MIN_CODE_PX = 13
 MIN_EQUATION_PX = 20
@@ -96,7 +107,8 @@ class DevTools:
 @contextlib.contextmanager
 def browser():
     """Headless Chromium with a fresh profile; yields a DevTools client connected to it."""
-    with tempfile.TemporaryDirectory(prefix="kappa-chromium-") as profile:
+    # ignore_cleanup_errors: the browser's helper processes can still be writing the profile as it is removed
+    with tempfile.TemporaryDirectory(prefix="kappa-chromium-", ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",

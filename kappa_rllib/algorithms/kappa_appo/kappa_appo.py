@@ -99,8 +99,14 @@ class KappaPIAPPOConfig(KappaAPPOConfig):
     ```python
     from ray.rllib.algorithms.appo import APPOConfig
     from kappa_rllib import KappaPIAPPOConfig
-    appo_config = APPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2)
-    config = KappaPIAPPOConfig.from_appo(appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000)
+    appo_config = (
+        APPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2)
+    )
+    config = KappaPIAPPOConfig.from_appo(
+        appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000,
+    )
     algo = config.build_algo()  # a KappaPIAPPO
     ```
     """
@@ -119,8 +125,14 @@ class KappaVIAPPOConfig(KappaAPPOConfig):
     ```python
     from ray.rllib.algorithms.appo import APPOConfig
     from kappa_rllib import KappaVIAPPOConfig
-    appo_config = APPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2)
-    config = KappaVIAPPOConfig.from_appo(appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000)
+    appo_config = (
+        APPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=2)
+    )
+    config = KappaVIAPPOConfig.from_appo(
+        appo_config, kappa=0.9, c_fa=0.2, total_env_steps=60_000,
+    )
     algo = config.build_algo()  # a KappaVIAPPO
     ```
     """
@@ -203,8 +215,13 @@ class KappaPIAPPO(KappaAPPO):
     ```python
     from ray import tune
     from kappa_rllib import KappaPIAPPO, KappaPIAPPOConfig
-    config = KappaPIAPPOConfig().environment("CartPole-v1").training(kappa=0.9, total_env_steps=60_000)
-    tune.Tuner(KappaPIAPPO, param_space=config).fit()  # or the registered name "KappaPIAPPO"
+    config = (
+        KappaPIAPPOConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.9, total_env_steps=60_000)
+    )
+    # or the registered name "KappaPIAPPO"
+    tune.Tuner(KappaPIAPPO, param_space=config).fit()
     ```
     """
 
@@ -221,8 +238,13 @@ class KappaVIAPPO(KappaAPPO):
     ```python
     from ray import tune
     from kappa_rllib import KappaVIAPPO, KappaVIAPPOConfig
-    config = KappaVIAPPOConfig().environment("CartPole-v1").training(kappa=0.9, total_env_steps=60_000)
-    tune.Tuner(KappaVIAPPO, param_space=config).fit()  # or the registered name "KappaVIAPPO"
+    config = (
+        KappaVIAPPOConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.9, total_env_steps=60_000)
+    )
+    # or the registered name "KappaVIAPPO"
+    tune.Tuner(KappaVIAPPO, param_space=config).fit()
     ```
     """
 

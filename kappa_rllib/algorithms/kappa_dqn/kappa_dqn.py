@@ -176,8 +176,13 @@ class KappaPIDQN(KappaDQN):
     ```python
     from ray import tune
     from kappa_rllib import KappaPIDQN, KappaPIDQNConfig
-    config = KappaPIDQNConfig().environment("CartPole-v1").training(total_env_steps=20_000)
-    tune.Tuner(KappaPIDQN, param_space=config).fit()  # or the registered name "KappaPIDQN"
+    config = (
+        KappaPIDQNConfig()
+        .environment("CartPole-v1")
+        .training(total_env_steps=20_000)
+    )
+    # or the registered name "KappaPIDQN"
+    tune.Tuner(KappaPIDQN, param_space=config).fit()
     ```
     """
 
@@ -194,8 +199,13 @@ class KappaVIDQN(KappaDQN):
     ```python
     from ray import tune
     from kappa_rllib import KappaVIDQN, KappaVIDQNConfig
-    config = KappaVIDQNConfig().environment("CartPole-v1").training(total_env_steps=20_000)
-    tune.Tuner(KappaVIDQN, param_space=config).fit()  # or the registered name "KappaVIDQN"
+    config = (
+        KappaVIDQNConfig()
+        .environment("CartPole-v1")
+        .training(total_env_steps=20_000)
+    )
+    # or the registered name "KappaVIDQN"
+    tune.Tuner(KappaVIDQN, param_space=config).fit()
     ```
     """
 
@@ -215,8 +225,13 @@ class KappaPIDQNConfig(KappaDQNConfig):
 
     ```python
     from kappa_rllib import KappaPIDQNConfig
-    config = KappaPIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
-    algo = config.build_algo()  # a KappaPIDQN; algo.train() runs one training iteration
+    config = (
+        KappaPIDQNConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    )
+    # a KappaPIDQN; algo.train() runs one training iteration
+    algo = config.build_algo()
     ```
     """
 
@@ -235,7 +250,11 @@ class KappaVIDQNConfig(KappaDQNConfig):
 
     ```python
     from kappa_rllib import KappaVIDQNConfig
-    config = KappaVIDQNConfig().environment("CartPole-v1").training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    config = (
+        KappaVIDQNConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.84, c_fa=0.05, total_env_steps=50_000)
+    )
     algo = config.build_algo()  # a KappaVIDQN
     ```
     """

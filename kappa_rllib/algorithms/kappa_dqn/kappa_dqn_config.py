@@ -101,11 +101,11 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             env_steps_per_update: Env steps per gradient update (the paper's 4).
             env_steps_per_fragment: The update schedule's fragment: updates paid for and a due Q'_theta copy
                 are counted at the end of each fragment of this many env steps, exactly as if the EnvRunners
-                sampled one fragment at a time (RLlib DQN's `rollout_fragment_length` role; kappa-DQN read
-                that setting before 2026-11-28 and still takes it, with a DeprecationWarning).
+                sampled one fragment at a time (RLlib DQN's `rollout_fragment_length` role; that setting,
+                this one's older name, is still taken, with a DeprecationWarning).
             env_steps_per_iteration: Env steps per `Algorithm.train()` call (one result row).
             env_steps_per_runner_call: Env steps per EnvRunner call, acted with one set of weights: the
-                policy lag's bound. (`env_steps_per_sample`, its name before 2026-11-28, is accepted with a
+                policy lag's bound. (`env_steps_per_sample`, its older name, is accepted with a
                 DeprecationWarning.)
             updates_per_learner_call: Gradient updates fused into one learner call (at most).
             overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates

@@ -72,8 +72,15 @@ class KappaPIPPOConfig(KappaPPOConfig):
     ```python
     from ray.rllib.algorithms.ppo import PPOConfig
     from kappa_rllib import KappaPIPPOConfig
-    ppo_config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1000)  # yours
-    config = KappaPIPPOConfig.from_ppo(ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000)
+    # your PPO settings
+    ppo_config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size=1000)
+    )
+    config = KappaPIPPOConfig.from_ppo(
+        ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000,
+    )
     algo = config.build_algo()  # a KappaPIPPO
     ```
     """
@@ -93,8 +100,15 @@ class KappaVIPPOConfig(KappaPPOConfig):
     ```python
     from ray.rllib.algorithms.ppo import PPOConfig
     from kappa_rllib import KappaVIPPOConfig
-    ppo_config = PPOConfig().environment("CartPole-v1").training(train_batch_size=1000)  # yours
-    config = KappaVIPPOConfig.from_ppo(ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000)
+    # your PPO settings
+    ppo_config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .training(train_batch_size=1000)
+    )
+    config = KappaVIPPOConfig.from_ppo(
+        ppo_config, kappa=0.84, c_fa=0.2, total_env_steps=50_000,
+    )
     algo = config.build_algo()  # a KappaVIPPO
     ```
     """
@@ -147,8 +161,13 @@ class KappaPIPPO(KappaPPO):
     ```python
     from ray import tune
     from kappa_rllib import KappaPIPPO, KappaPIPPOConfig
-    config = KappaPIPPOConfig().environment("CartPole-v1").training(kappa=0.84, train_batch_size=1000)
-    tune.Tuner(KappaPIPPO, param_space=config).fit()  # or the registered name "KappaPIPPO"
+    config = (
+        KappaPIPPOConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.84, train_batch_size=1000)
+    )
+    # or the registered name "KappaPIPPO"
+    tune.Tuner(KappaPIPPO, param_space=config).fit()
     ```
     """
 
@@ -165,8 +184,13 @@ class KappaVIPPO(KappaPPO):
     ```python
     from ray import tune
     from kappa_rllib import KappaVIPPO, KappaVIPPOConfig
-    config = KappaVIPPOConfig().environment("CartPole-v1").training(kappa=0.84, train_batch_size=1000)
-    tune.Tuner(KappaVIPPO, param_space=config).fit()  # or the registered name "KappaVIPPO"
+    config = (
+        KappaVIPPOConfig()
+        .environment("CartPole-v1")
+        .training(kappa=0.84, train_batch_size=1000)
+    )
+    # or the registered name "KappaVIPPO"
+    tune.Tuner(KappaVIPPO, param_space=config).fit()
     ```
     """
 

@@ -92,7 +92,11 @@ class KappaPITRPOConfig(KappaTRPOConfig):
 
     ```python
     from kappa_rllib import KappaPITRPOConfig
-    config = KappaPITRPOConfig().environment("Hopper-v5").training(kappa=0.68, c_fa=0.2, total_env_steps=2_000_000)
+    config = (
+        KappaPITRPOConfig()
+        .environment("Hopper-v5")
+        .training(kappa=0.68, c_fa=0.2, total_env_steps=2_000_000)
+    )
     algo = config.build_algo()  # a KappaPITRPO
     ```
     """
@@ -111,7 +115,11 @@ class KappaVITRPOConfig(KappaTRPOConfig):
 
     ```python
     from kappa_rllib import KappaVITRPOConfig
-    config = KappaVITRPOConfig().environment("HalfCheetah-v5").training(kappa=0.36, c_fa=0.2, total_env_steps=2_000_000)
+    config = (
+        KappaVITRPOConfig()
+        .environment("HalfCheetah-v5")
+        .training(kappa=0.36, c_fa=0.2, total_env_steps=2_000_000)
+    )
     algo = config.build_algo()  # a KappaVITRPO
     ```
     """
@@ -154,8 +162,15 @@ class KappaPITRPO(KappaTRPO):
 
     ```python
     from kappa_rllib import KappaPITRPOConfig
-    algo = KappaPITRPOConfig().environment("InvertedPendulum-v5").training(kappa=0.84).build_algo()  # a KappaPITRPO
-    result = algo.train()  # one batch; result["kappa"]["iteration"] counts kappa-iterations
+    # a KappaPITRPO
+    algo = (
+        KappaPITRPOConfig()
+        .environment("InvertedPendulum-v5")
+        .training(kappa=0.84)
+        .build_algo()
+    )
+    # one batch; result["kappa"]["iteration"] counts kappa-iterations
+    result = algo.train()
     ```
     """
 
@@ -171,7 +186,13 @@ class KappaVITRPO(KappaTRPO):
 
     ```python
     from kappa_rllib import KappaVITRPOConfig
-    algo = KappaVITRPOConfig().environment("InvertedPendulum-v5").training(kappa=0.84).build_algo()  # a KappaVITRPO
+    # a KappaVITRPO
+    algo = (
+        KappaVITRPOConfig()
+        .environment("InvertedPendulum-v5")
+        .training(kappa=0.84)
+        .build_algo()
+    )
     result = algo.train()  # one batch; phi <- theta when a kappa-iteration ends
     ```
     """

@@ -58,7 +58,12 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
 
     ```python
     from kappa_rllib import TRPOConfig
-    config = TRPOConfig().environment("Hopper-v5").training(total_env_steps=2_000_000)  # lambda_=0.84: GAE
+    # .training(lambda_=0.84, ...): the paper's GAE baseline
+    config = (
+        TRPOConfig()
+        .environment("Hopper-v5")
+        .training(total_env_steps=2_000_000)
+    )
     algo = config.build_algo()  # a TRPO
     ```
     """
