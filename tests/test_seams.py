@@ -1007,3 +1007,11 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     assert isinstance(full, OSError) and retry.disk_full(full), full  # `tune` then says the disk is full
     grid._experiment_analysis.trials[2] = trial("ERROR", local=False)  # a bucket: no local disk to blame
     assert not retry.disk_full(driver.failures(grid)[1][1])
+    # the staging copy and the full disk are the machine Tune ran on: under Ray Client the head, so both are
+    # looked at through storage.on_storage (a task there), once per trial Tune marked ERROR without its error
+    from kappa_rllib.tuning import storage as stores
+
+    ran = []
+    monkeypatch.setattr(stores, "on_storage", lambda fn, *args: ran.append((fn.__name__, args[0].status)) or fn(*args))
+    assert len(driver.failures(grid)) == 3
+    assert ran == [("_unstored_error", "ERROR")] * 2

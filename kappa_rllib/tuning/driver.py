@@ -451,17 +451,25 @@ def failures(result_grid) -> list:
     """(result, error) for each trial of a ResultGrid that failed. Tune's `Result.error` reads the trial's
     error file from storage, which a full disk keeps it from copying there (kappa_rllib.tuning.sync copies
     whole or not at all): a trial Tune marked ERROR then has no error; its error is read from the driver's
-    staging copy (`retry.last_error`), else named as that (`_error_file_missing`)."""
+    staging copy (`retry.last_error`), else named as that (`_error_file_missing`). Both look at the disks of
+    the machine Tune ran on: under Ray Client, the head's (`stores.on_storage`), not the client's."""
     from ray.tune.experiment.trial import Trial
+
+    from kappa_rllib.tuning import storage as stores
 
     out = []
     for result, trial in _with_trials(result_grid):
         error = result.error
         if error is None and trial is not None and trial.status == Trial.ERROR:
-            error = retry.last_error(trial) or _error_file_missing(trial)
+            error = stores.on_storage(_unstored_error, trial)
         if error is not None:
             out.append((result, error))
     return out
+
+
+def _unstored_error(trial) -> BaseException:
+    """A failed trial's error where storage lacks its error file, read on the machine Tune ran it from."""
+    return retry.last_error(trial) or _error_file_missing(trial)
 
 
 def _error_file_missing(trial) -> OSError | RuntimeError:
