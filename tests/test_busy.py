@@ -13,6 +13,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -112,6 +113,75 @@ def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
     callback = busy.hold(str(tmp_path / "moved"), "g")
     callback.setup()
     assert callback.fd is None and not (tmp_path / "moved").exists()
+
+
+LOOK = textwrap.dedent("""\
+    import sys
+    from types import SimpleNamespace
+    from kappa_rllib.tuning import busy, driver
+    try:
+        grids = [SimpleNamespace(name="g"), SimpleNamespace(name="h")]
+        taken = driver.wait_for_other_drivers(grids, sys.argv[1], wait_s=float(sys.argv[2]))
+        print("taken", taken)
+    except busy.GridBusy as e:
+        print("refused", e)
+    """)
+
+
+def test_resume_holds_the_folder_from_its_first_look_and_its_run_adopts_the_lock(tmp_path, monkeypatch):
+    """Two `--resume`s typed in the same seconds both found the folder free (the lock was taken only as Tune's run
+    started, seconds of Ray start-up later) and both repaired it, one under the other's running trials. A local
+    driver now takes the lock as it looks, before the repair: the second waits, then refuses naming the first.
+    The first's Tune run adopts the lock (no refusal of itself) and lets go of it as it ends; a look that finds
+    a folder held lets go of the others it took."""
+    import ray
+
+    from kappa_rllib.tuning import busy, driver
+
+    monkeypatch.setattr(ray.util.client.ray, "is_connected", lambda: False)  # (the test's process: no Ray)
+    storage = tmp_path / "storage"
+    (storage / "g").mkdir(parents=True)
+    (storage / "h").mkdir()
+    grids = [SimpleNamespace(name="g"), SimpleNamespace(name="h")]
+
+    def look(wait_s):
+        done = subprocess.run([sys.executable, "-c", LOOK, str(storage), str(wait_s)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    taken = driver.wait_for_other_drivers(grids, str(storage), wait_s=0)
+    assert sorted(Path(p).name for p in taken) == ["g", "h"]
+    try:
+        who = busy.holder(storage / "g")
+        assert who is not None and f"pid {os.getpid()}," in who  # held before any Tune run started
+        started = time.monotonic()
+        second = look(wait_s=1.0)  # the other driver's --resume: waits, then one line naming this process
+        assert second.startswith("refused") and f"pid {os.getpid()}," in second and "\n" not in second, second
+        assert time.monotonic() - started >= 1.0
+        run = busy.hold(str(storage / "g"), "g")  # this driver's Tune run: adopts the lock its --resume took
+        run.setup()
+        assert run.fd is not None
+        stranger = busy.hold(str(storage / "g"), "g")  # anything else in this process: refused, as before
+        with pytest.raises(busy.GridBusy):
+            stranger.setup()
+        run.on_experiment_end(trials=[])
+        assert busy.holder(storage / "g") is None
+        assert busy.holder(storage / "h") is not None  # (its run never started: driver.run lets go of it)
+    finally:
+        for path in taken:
+            busy.release(path)
+    assert busy.holder(storage / "h") is None
+    out = look(wait_s=0)  # free again: the next driver takes both
+    assert out.startswith("taken [") and out.count(str(storage)) == 2, out
+    # a look that finds one folder held takes none: the one it could take is let go as it refuses
+    process = _holder_process(storage / "h", hold_s=600)
+    try:
+        assert look(wait_s=0).startswith("refused")
+        assert busy.holder(storage / "g") is None
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_a_run_whose_later_callback_fails_in_setup_lets_go_in_this_process(ray_local, tmp_path, monkeypatch):

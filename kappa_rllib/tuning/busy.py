@@ -9,8 +9,15 @@ its grids' Tune runs going on the head for Ray's reconnect grace period (RAY_CLI
 So each grid's Tune run holds an exclusive lock on `<grid folder>/.kappa_rllib_driver.lock` (`flock`, which the
 kernel lets go of when the process holding it ends, however it ends) from its start to its end, in the process
 that runs Tune's loop (the driver here; through Ray Client, Tune's process on the head). `--resume` first waits
-for every grid's folder to be free (`wait_free`, up to WAIT_S, saying so) and refuses in one line if one is
-still held; a fresh run is refused anyway (the folder holds a run) and names who runs it.
+for every grid's folder to be free (up to WAIT_S, saying so) and refuses in one line if one is still held; a
+fresh run is refused anyway (the folder holds a run) and names who runs it.
+
+Where the driver runs Tune's loop itself (a local Ray, `ray job submit`) its `--resume` takes the locks as it
+finds them free (`take`), before the resume repair touches the folders, and the run's callbacks adopt them
+(`acquire` knows the locks this process holds): two `--resume`s typed at once cannot both repair, one waits.
+Through Ray Client the check and the repair run in short tasks on the head, which hold nothing after they end:
+there the lock is taken as each grid's Tune run starts, and two clients resuming in the same seconds are not
+kept apart before it.
 
 A bucket (s3://, gs://, ...) has no lock: one driver at a time there is the user's to keep.
 """
@@ -50,6 +57,65 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
         if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
             return False
         raise
+
+
+# the folders whose lock this process holds, by real path: {"fd": its descriptor, "adopt": True while it waits
+# for the Tune run it was taken for (by `take`, before --resume's repair) to adopt it}
+_HELD: dict[str, dict] = {}
+
+
+def acquire(folder, *, run: bool = False) -> str | None:
+    """Takes the folder's lock for this process (kept until `release`); None once held (or where no lock can be
+    had: no folder, a file system without locks), else who holds it ("host H, pid P, since T"). `run`: for a
+    Tune run's callback, which adopts the lock its driver took for it (`take`); a lock this process holds for
+    anything else is held."""
+    key = os.path.realpath(folder)
+    entry = _HELD.get(key)
+    if entry is not None:
+        if run and entry["adopt"]:
+            entry["adopt"] = False
+            return None
+        return _who(entry["fd"])
+    try:
+        fd = _open(Path(folder))
+    except OSError:  # no folder (moved), a full disk, a read-only one: unguarded
+        return None
+    try:
+        held = _try_lock(fd, exclusive=True)
+    except OSError:  # a file system without locks (ENOLCK: an NFS mount without its lock service)
+        os.close(fd)
+        return None
+    if not held:
+        who = _who(fd)
+        os.close(fd)
+        return who
+    stamp = f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    try:  # who holds it, for the other driver's message: only words, the lock is the flock
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, stamp.encode(), 0)
+    except OSError:  # a full disk
+        pass
+    _HELD[key] = {"fd": fd, "adopt": not run}
+    return None
+
+
+def release(folder) -> None:
+    """Lets go of the folder's lock if this process holds it (the lock goes with the last descriptor)."""
+    entry = _HELD.pop(os.path.realpath(folder), None)
+    if entry is not None:
+        os.close(entry["fd"])
+
+
+def take(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
+    """Takes each folder's lock for this process as it is free, waiting up to `wait_s` for all of them; who
+    holds each folder still held then (None for those taken). Let go with `release`."""
+    deadline, taken = time.monotonic() + wait_s, set()
+    while True:
+        held = [None if path in taken else acquire(path) for path in paths]
+        taken.update(path for path, who in zip(paths, held) if who is None)
+        if not any(held) or time.monotonic() >= deadline:
+            return held
+        time.sleep(POLL_S)
 
 
 def _who(fd: int) -> str:
@@ -98,41 +164,29 @@ def hold(folder, name: str):
 
     class HoldFolder(tune.Callback):
         def __init__(self):
-            self.fd = None
+            self.held = False
 
         def setup(self, **info):
             self.release()
-            try:
-                fd = _open(Path(folder))
-            except OSError:  # no folder (moved), a full disk, a read-only one: the run goes on unguarded
-                return
-            try:
-                held = _try_lock(fd, exclusive=True)
-            except OSError:  # a file system without locks (ENOLCK: an NFS mount without its lock service)
-                os.close(fd)
-                return
-            if not held:
-                who = _who(fd)
-                os.close(fd)
+            who = acquire(folder, run=True)  # (the lock its driver's --resume took for it is adopted)
+            if who is not None:
                 raise GridBusy(busy_message(folder, name, who))
-            stamp = f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            try:  # who holds it, for the other driver's message: only words, the lock is the flock
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, stamp.encode(), 0)
-            except OSError:  # a full disk
-                pass
-            self.fd = fd
+            self.held = os.path.realpath(folder) in _HELD
+
+        @property
+        def fd(self):
+            return _HELD[os.path.realpath(folder)]["fd"] if self.held else None
 
         def on_experiment_end(self, trials, **info):
             self.release()
 
         def release(self):
-            if self.fd is not None:
-                os.close(self.fd)  # (the lock goes with the last descriptor of its open file)
-                self.fd = None
+            if self.held:
+                release(folder)
+                self.held = False
 
-        def __getstate__(self):  # pickled into tuner.pkl and, through Ray Client, to the head: never a descriptor
-            return {**self.__dict__, "fd": None}
+        def __getstate__(self):  # pickled into tuner.pkl and, through Ray Client, to the head: never a lock
+            return {**self.__dict__, "held": False}
 
         def __del__(self):
             self.release()

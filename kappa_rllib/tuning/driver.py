@@ -77,67 +77,73 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
     # Ray Client: the cap is per grid there (Tune's own, in each grid's process)
     cap = None if client else together.SharedCap(max_concurrent, stop)
     board = WaitBoard()  # the file's trials waiting for resources (with notice_waits)
-    if not resume:
-        check_fresh(grids, storage)
-    else:
-        wait_for_other_drivers(grids, storage)
-        check_resume(grids, storage)
-    jobs, holds = [], []
-    for grid in grids:
-        path = stores.join(storage, grid.name, resolve=not client)  # (as Tune writes it: storage_path/name)
-        started = together.Started()
-        # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
-        callbacks = [retry.retry_policy(max_failures), started]
-        if notice_waits and not client:  # (Ray Client: each grid's callbacks run in a process of their own)
-            callbacks.append(ResourceWait(grid.name, board))
-        if view is not None:
-            callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
-        elif compact:
-            callbacks.append(GridProgress(grid.name, grid.num_trials(), _total_env_steps(grid),
-                                          interval_s=progress_interval_s))
-        if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
-            callbacks.append(repair.state_backup(Path(path)))
-            holds.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
-            callbacks.append(holds[-1])
-        callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
-        if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
-            from kappa_rllib import tracking
+    taken = []  # the grid folders --resume locked (kappa_rllib.tuning.busy.take), each adopted by its Tune run
+    try:
+        if not resume:
+            check_fresh(grids, storage)
+        else:
+            # locked from here (a local driver), before the repair: a second --resume typed at once waits
+            taken = wait_for_other_drivers(grids, storage)
+            check_resume(grids, storage)
+        jobs, holds = [], []
+        for grid in grids:
+            path = stores.join(storage, grid.name, resolve=not client)  # (as Tune writes it: storage_path/name)
+            started = together.Started()
+            # the retry policy first, always: Tune gives callback states back by position (RetryPolicy.get_state)
+            callbacks = [retry.retry_policy(max_failures), started]
+            if notice_waits and not client:  # (Ray Client: each grid's callbacks run in a process of their own)
+                callbacks.append(ResourceWait(grid.name, board))
+            if view is not None:
+                callbacks.append(view.callback(grid.name, grid.num_trials(), _total_env_steps(grid)))
+            elif compact:
+                callbacks.append(GridProgress(grid.name, grid.num_trials(), _total_env_steps(grid),
+                                              interval_s=progress_interval_s))
+            if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
+                callbacks.append(repair.state_backup(Path(path)))
+                holds.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
+                callbacks.append(holds[-1])
+            callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
+            if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
+                from kappa_rllib import tracking
 
-            callbacks += stores.on_storage(_tracking_callbacks, list(track), tracking.project(track_project),
-                                           grid.name, None if stores.is_uri(storage) else storage,
-                                           tracking.entity(wandb_entity), os.environ.get("MLFLOW_TRACKING_URI"))
-        from kappa_rllib.tuning.config_once import around_loggers
-        from kappa_rllib.tuning.tracking import tune_loggers
+                callbacks += stores.on_storage(_tracking_callbacks, list(track), tracking.project(track_project),
+                                               grid.name, None if stores.is_uri(storage) else storage,
+                                               tracking.entity(wandb_entity), os.environ.get("MLFLOW_TRACKING_URI"))
+            from kappa_rllib.tuning.config_once import around_loggers
+            from kappa_rllib.tuning.tracking import tune_loggers
 
-        # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers, each row given the
-        # trial's axes before them; then the trial's config onto the result Tune keeps as its last (Result.config)
-        callbacks += around_loggers(tune_loggers(tensorboard=tensorboard), axes=grid.mutations)
-        if resume and checkpoint_every is not None:  # last: the stateful callbacks keep their positions
-            callbacks.append(checkpoint_every_callback(checkpoint_every))
-        jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
-                                       checkpoint_every=checkpoint_every, max_failures=max_failures,
-                                       verbose=0 if compact else verbose, callbacks=callbacks), started))
-        if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
-            stores.on_storage(stores.write_text, path, stores.POPULATION_MARKER, json.dumps(
-                {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
-                 "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
-    with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
-            together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts():
-        try:
-            results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
-                                            stagger=not client)
-        except together.GridRaised as e:
-            raise GridFailed(e.name, e.error, storage, [name for name in e.started if name != e.name]) from None
-        finally:
-            # a Tune run that failed in a callback's setup after the lock's never calls its end: let go here
-            # (this process goes on: a notebook, a test, the next run of the file)
-            for hold in holds:
-                hold.release()
-            # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
-            # count them done; the CLI says what is left instead
-            if view is not None and not stop.is_set():
-                view.final()
-    return results
+            # result.json, progress.csv[, TensorBoard]: last, where Tune puts its own default loggers, each row given the
+            # trial's axes before them; then the trial's config onto the result Tune keeps as its last (Result.config)
+            callbacks += around_loggers(tune_loggers(tensorboard=tensorboard), axes=grid.mutations)
+            if resume and checkpoint_every is not None:  # last: the stateful callbacks keep their positions
+                callbacks.append(checkpoint_every_callback(checkpoint_every))
+            jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
+                                           checkpoint_every=checkpoint_every, max_failures=max_failures,
+                                           verbose=0 if compact else verbose, callbacks=callbacks), started))
+            if grid.scheduler is not None:  # tells `report` the members apart from fixed-setting trials
+                stores.on_storage(stores.write_text, path, stores.POPULATION_MARKER, json.dumps(
+                    {"grid": grid.name, "scheduler": type(grid.scheduler).__name__,
+                     "mutations": {k: list(v) for k, v in grid.mutations.items()}}))
+        with tune_output(new_engine=not compact), quiet_unstarted_trials(), \
+                together.interrupt_on_signal(stop, install=not client), together.capped_actor_starts():
+            try:
+                results = together.fit_together(jobs, stop=stop, poll=view.poll if view is not None else None,
+                                                stagger=not client)
+            except together.GridRaised as e:
+                raise GridFailed(e.name, e.error, storage, [name for name in e.started if name != e.name]) from None
+            finally:
+                # a Tune run that failed in a callback's setup after the lock's never calls its end: let go here
+                # (this process goes on: a notebook, a test, the next run of the file)
+                for hold in holds:
+                    hold.release()
+                # stopped (Ctrl-C): Tune marks every trial terminated as it cleans up, so a last view would
+                # count them done; the CLI says what is left instead
+                if view is not None and not stop.is_set():
+                    view.final()
+        return results
+    finally:
+        for path in taken:  # (those a run adopted are let go already)
+            busy.release(path)
 
 
 class GridFailed(RuntimeError):
@@ -205,25 +211,34 @@ def check_fresh(grids, storage) -> None:
                              "continue it, or choose another --storage")
 
 
-def wait_for_other_drivers(grids, storage, wait_s: float = busy.WAIT_S) -> None:
+def wait_for_other_drivers(grids, storage, wait_s: float = busy.WAIT_S) -> list[str]:
     """Before `--resume` touches a grid's folder: waits up to `wait_s` (saying so) for any other Tune run of the
     file's grids to end (kappa_rllib.tuning.busy), then GridBusy (one line) for one still going. Where the
-    storage is (`storage.on_storage`); a bucket has no lock."""
+    storage is (`storage.on_storage`); a bucket has no lock. A local driver holds the folders' locks from here
+    on: the paths it took (for the grids' Tune runs to adopt; `busy.release` each if none will)."""
     from kappa_rllib.tuning import storage as stores
 
     if stores.is_uri(storage):
-        return
-    paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
-    held = stores.on_storage(busy.holders, paths)
-    if not any(held):
-        return
-    for grid, who in zip(grids, held):
+        return []
+    client = _ray_client()
+    paths = [stores.join(storage, grid.name, resolve=not client) for grid in grids]
+    # a local driver takes each free folder's lock as it looks (busy.take), for its Tune run to adopt; through
+    # Ray Client the look is a task on the head that can hold nothing past its end (busy.holders)
+    look = busy.holders if client else busy.take
+    held = stores.on_storage(look, paths)
+    if any(held):
+        for grid, who in zip(grids, held):
+            if who:
+                print(f"[tune] {grid.name}: another driver is still running it ({who}); waiting up to "
+                      f"{wait_s:.0f} s for it to end", file=sys.stderr)
+        held = stores.on_storage(look, paths, wait_s)
+    taken = [] if client else [path for path, who in zip(paths, held) if who is None]
+    for grid, path, who in zip(grids, paths, held):
         if who:
-            print(f"[tune] {grid.name}: another driver is still running it ({who}); waiting up to {wait_s:.0f} s "
-                  "for it to end", file=sys.stderr)
-    for grid, path, who in zip(grids, paths, stores.on_storage(busy.holders, paths, wait_s)):
-        if who:
+            for path in taken:
+                busy.release(path)
             raise busy.GridBusy(busy.busy_message(path, grid.name, who))
+    return taken
 
 
 def _ray_client() -> bool:
