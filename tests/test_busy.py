@@ -104,6 +104,32 @@ def test_the_callback_pickles_without_its_descriptor(tmp_path):
         callback.release()
 
 
+COPY = textwrap.dedent("""\
+    import sys
+    from ray import cloudpickle
+    from kappa_rllib.tuning import busy
+    callback = cloudpickle.loads(open(sys.argv[1], "rb").read())
+    callback.setup()
+    print("held" if callback.fd is not None and busy.holder(sys.argv[2]) else "not held", flush=True)
+    callback.on_experiment_end(trials=[])
+    print("free" if busy.holder(sys.argv[2]) is None and callback.fd is None else "still held", flush=True)
+    """)
+
+
+def test_a_callback_pickled_to_another_process_takes_and_lets_go_there(tmp_path):
+    """Through Ray Client the callback is unpickled on the head (its class by value, with copies of the module
+    globals its methods name): there it takes the lock in setup and lets go of it as the run ends."""
+    from ray import cloudpickle
+
+    from kappa_rllib.tuning import busy
+
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "callback.pkl").write_bytes(cloudpickle.dumps(busy.hold(str(tmp_path / "grid"), "g")))
+    done = subprocess.run([sys.executable, "-c", COPY, str(tmp_path / "callback.pkl"), str(tmp_path / "grid")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split("\n")[:2] == ["held", "free"], (done.stdout, done.stderr[-2000:])
+
+
 def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
     """Under Ray Client a resumed run's callbacks are the stored ones (tuner.pkl), naming the folder where the run
     started; Tune restores a folder moved since. The lock then holds nothing rather than make the old path again
@@ -171,17 +197,35 @@ def test_resume_holds_the_folder_from_its_first_look_and_its_run_adopts_the_lock
     finally:
         for path in taken:
             busy.release(path)
-    assert busy.holder(storage / "h") is None
+    assert busy.holder(storage / "h") is None and not busy._HELD
     out = look(wait_s=0)  # free again: the next driver takes both
-    assert out.startswith("taken [") and out.count(str(storage)) == 2, out
-    # a look that finds one folder held takes none: the one it could take is let go as it refuses
+    assert out.startswith("taken [") and out.count("/storage/") == 2, out
+    # one folder of two held: the look takes the free one and waits for the other, which is let go after 1.5 s
+    process = _holder_process(storage / "h", hold_s=1.5)
+    try:
+        started = time.monotonic()
+        taken = driver.wait_for_other_drivers(grids, str(storage), wait_s=30)
+        assert len(taken) == 2 and time.monotonic() - started < 10
+        assert all(f"pid {os.getpid()}," in busy.holder(storage / name) for name in ("g", "h"))
+    finally:
+        for path in taken:
+            busy.release(path)
+        process.kill()
+        process.wait()
+    # still held after the wait: refused naming that folder, its grid and its holder, the other let go
     process = _holder_process(storage / "h", hold_s=600)
     try:
-        assert look(wait_s=0).startswith("refused")
-        assert busy.holder(storage / "g") is None
+        with pytest.raises(busy.GridBusy) as refused:
+            driver.wait_for_other_drivers(grids, str(storage), wait_s=1.0)
+        message = str(refused.value)
+        assert message.startswith(f"{storage / 'h'}: grid 'h'") and f"pid {process.pid}," in message, message
+        assert not busy._HELD and busy.holder(storage / "g") is None  # (g was taken, then let go)
     finally:
         process.kill()
         process.wait()
+    # the looks left only their lock files in the (empty) grid folders: a fresh run there is not refused
+    assert sorted(f.name for f in (storage / "g").iterdir()) == [busy.LOCK_FILE]
+    driver.check_fresh(grids, str(storage))
 
 
 def test_a_run_whose_later_callback_fails_in_setup_lets_go_in_this_process(ray_local, tmp_path, monkeypatch):

@@ -1015,3 +1015,7 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     monkeypatch.setattr(stores, "on_storage", lambda fn, *args: ran.append((fn.__name__, args[0].status)) or fn(*args))
     assert len(driver.failures(grid)) == 3
     assert ran == [("_unstored_error", "ERROR")] * 2
+    # the head gone as the error is looked up: still a failed trial, said so
+    monkeypatch.setattr(stores, "on_storage", lambda fn, *args: (_ for _ in ()).throw(OSError("on the cluster's head: gone")))
+    found = driver.failures(grid)
+    assert len(found) == 3 and "its error could not be read (OSError: on the cluster's head: gone)" in str(found[0][1])

@@ -99,6 +99,23 @@ def acquire(folder, *, run: bool = False) -> str | None:
     return None
 
 
+def holds(folder) -> bool:
+    """Whether this process holds the folder's lock."""
+    return os.path.realpath(folder) in _HELD
+
+
+def held_fd(folder) -> int | None:
+    entry = _HELD.get(os.path.realpath(folder))
+    return None if entry is None else entry["fd"]
+
+
+def release_unadopted(paths) -> None:
+    """Lets go of the folders in `paths` that `take` took and no run has adopted (a --resume that stops early)."""
+    for path in paths:
+        if _HELD.get(os.path.realpath(path), {}).get("adopt"):
+            release(path)
+
+
 def release(folder) -> None:
     """Lets go of the folder's lock if this process holds it (the lock goes with the last descriptor)."""
     entry = _HELD.pop(os.path.realpath(folder), None)
@@ -109,7 +126,9 @@ def release(folder) -> None:
 def take(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
     """Takes each folder's lock for this process as it is free, waiting up to `wait_s` for all of them; who
     holds each folder still held then (None for those taken). Let go with `release`."""
-    deadline, taken = time.monotonic() + wait_s, set()
+    deadline = time.monotonic() + wait_s
+    # those this process took for a run that has not adopted them yet (an earlier look of the same --resume)
+    taken = {path for path in paths if _HELD.get(os.path.realpath(path), {}).get("adopt")}
     while True:
         held = [None if path in taken else acquire(path) for path in paths]
         taken.update(path for path, who in zip(paths, held) if who is None)
@@ -171,11 +190,13 @@ def hold(folder, name: str):
             who = acquire(folder, run=True)  # (the lock its driver's --resume took for it is adopted)
             if who is not None:
                 raise GridBusy(busy_message(folder, name, who))
-            self.held = os.path.realpath(folder) in _HELD
+            # (module functions only: this class is pickled by value to the head under Ray Client, with a copy of
+            # any module global its methods name, where the functions go by reference)
+            self.held = holds(folder)
 
         @property
         def fd(self):
-            return _HELD[os.path.realpath(folder)]["fd"] if self.held else None
+            return held_fd(folder) if self.held else None
 
         def on_experiment_end(self, trials, **info):
             self.release()

@@ -225,20 +225,22 @@ def wait_for_other_drivers(grids, storage, wait_s: float = busy.WAIT_S) -> list[
     # a local driver takes each free folder's lock as it looks (busy.take), for its Tune run to adopt; through
     # Ray Client the look is a task on the head that can hold nothing past its end (busy.holders)
     look = busy.holders if client else busy.take
-    held = stores.on_storage(look, paths)
-    if any(held):
-        for grid, who in zip(grids, held):
+    try:
+        held = stores.on_storage(look, paths)
+        if any(held):
+            for grid, who in zip(grids, held):
+                if who:
+                    print(f"[tune] {grid.name}: another driver is still running it ({who}); waiting up to "
+                          f"{wait_s:.0f} s for it to end", file=sys.stderr)
+            held = stores.on_storage(look, paths, wait_s)
+        for grid, path, who in zip(grids, paths, held):
             if who:
-                print(f"[tune] {grid.name}: another driver is still running it ({who}); waiting up to "
-                      f"{wait_s:.0f} s for it to end", file=sys.stderr)
-        held = stores.on_storage(look, paths, wait_s)
-    taken = [] if client else [path for path, who in zip(paths, held) if who is None]
-    for grid, path, who in zip(grids, paths, held):
-        if who:
-            for path in taken:
-                busy.release(path)
-            raise busy.GridBusy(busy.busy_message(path, grid.name, who))
-    return taken
+                raise busy.GridBusy(busy.busy_message(path, grid.name, who))
+    except BaseException:  # refused, Ctrl-C while waiting: let go of the folders taken so far
+        if not client:
+            busy.release_unadopted(paths)
+        raise
+    return [] if client else paths
 
 
 def _ray_client() -> bool:
@@ -476,15 +478,21 @@ def failures(result_grid) -> list:
     for result, trial in _with_trials(result_grid):
         error = result.error
         if error is None and trial is not None and trial.status == Trial.ERROR:
-            error = stores.on_storage(_unstored_error, trial)
+            try:
+                (error,) = stores.on_storage(_unstored_error, trial)
+            except Exception as e:  # noqa: BLE001 - the head gone, a task that failed: still a failed trial
+                error = RuntimeError(f"the trial failed and its error could not be read ({type(e).__name__}: "
+                                     f"{' '.join(str(e).split())[:200]})")
         if error is not None:
             out.append((result, error))
     return out
 
 
-def _unstored_error(trial) -> BaseException:
-    """A failed trial's error where storage lacks its error file, read on the machine Tune ran it from."""
-    return retry.last_error(trial) or _error_file_missing(trial)
+def _unstored_error(trial) -> tuple[BaseException]:
+    """A failed trial's error where storage lacks its error file, read on the machine Tune ran it from; in a
+    tuple, since `ray.get` raises a task's value that is itself a Ray error (the staged error of a trial is one:
+    Tune stages RayTaskError and RayActorError) rather than return it."""
+    return (retry.last_error(trial) or _error_file_missing(trial),)
 
 
 def _error_file_missing(trial) -> OSError | RuntimeError:

@@ -85,10 +85,13 @@ def _filesystem(uri: str):
 
 
 def holds_files(path: str) -> bool:
-    """Whether the folder (or URI prefix) exists and holds anything."""
+    """Whether the folder (or URI prefix) exists and holds anything (a lock file alone, left by a --resume that
+    refused before its run started, is nothing: kappa_rllib.tuning.busy)."""
     if not is_uri(path):
+        from kappa_rllib.tuning.busy import LOCK_FILE
+
         folder = Path(local_path(path))
-        return folder.is_dir() and any(folder.iterdir())
+        return folder.is_dir() and any(f.name != LOCK_FILE for f in folder.iterdir())
     import pyarrow.fs
 
     fs, root = _filesystem(path)
