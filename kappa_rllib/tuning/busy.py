@@ -109,10 +109,15 @@ def held_fd(folder) -> int | None:
     return None if entry is None else entry["fd"]
 
 
+def _unadopted(path) -> bool:
+    """Whether `take` took the folder's lock and no run has adopted it yet."""
+    return _HELD.get(os.path.realpath(path), {}).get("adopt", False)
+
+
 def release_unadopted(paths) -> None:
     """Lets go of the folders in `paths` that `take` took and no run has adopted (a --resume that stops early)."""
     for path in paths:
-        if _HELD.get(os.path.realpath(path), {}).get("adopt"):
+        if _unadopted(path):
             release(path)
 
 
@@ -128,7 +133,7 @@ def take(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
     holds each folder still held then (None for those taken). Let go with `release`."""
     deadline = time.monotonic() + wait_s
     # those this process took for a run that has not adopted them yet (an earlier look of the same --resume)
-    taken = {path for path in paths if _HELD.get(os.path.realpath(path), {}).get("adopt")}
+    taken = set(filter(_unadopted, paths))
     while True:
         held = [None if path in taken else acquire(path) for path in paths]
         taken.update(path for path, who in zip(paths, held) if who is None)
