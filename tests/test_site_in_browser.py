@@ -46,12 +46,23 @@ if BROWSER is None and not REQUIRED:
 def nav_pages() -> list[str]:
     import re
 
+    import yaml
+
+    # the nav block alone: the rest of mkdocs.yml carries tags (!!python/name) a safe loader refuses
     nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
     nav = nav.split("\n# ", 1)[0].split("\n\n", 1)[0]
-    files = re.findall(r"^\s*- (?:[^:\n]+: )?([\w/.-]+\.md)\s*$", nav, flags=re.M)
+
+    def files(entry):  # an entry: "a.md", {"Title": "a.md"} or {"Section": [entries]}
+        if isinstance(entry, str):
+            return [entry]
+        if isinstance(entry, dict):
+            return [f for value in entry.values() for f in files(value)]
+        return [f for item in entry for f in files(item)]
+
+    paths = [f for f in files(yaml.safe_load("nav:\n" + nav)["nav"]) if f.endswith(".md")]
     # mkdocs serves a/b.md at a/b/, and a/README.md or a/index.md at a/
-    return [re.sub(r"(^|/)(README|index)\.md$", r"\1", f).removesuffix(".md") + ("/" if not f.endswith(
-        ("README.md", "index.md")) else "") for f in files]
+    return [re.sub(r"(^|/)(README|index)\.md$", r"\1", f) if f.endswith(("README.md", "index.md"))
+            else f.removesuffix(".md") + "/" for f in paths]
 
 
 PAGES = nav_pages()
