@@ -9,7 +9,7 @@ import pytest
 from rliable import metrics
 
 from kappa_rllib import report
-from kappa_rllib.report import iqm, lower_gamma, vs_paper
+from kappa_rllib.report import iqm, lower_gamma, plots, vs_paper
 from kappa_rllib.report.data import Run
 
 
@@ -78,7 +78,7 @@ def test_vs_paper_draws_every_seed_each_mean_and_its_ci_and_the_papers_mean_and_
     tables = report.build_tables(WALKER)
     panels = vs_paper.vs_paper_panels(tables, WALKER, report.load_paper_tables())
     fig = vs_paper.vs_paper_figure(panels, narrow=narrow)
-    assert fig.get_figwidth() == (vs_paper.NARROW_WIDTH_IN if narrow else vs_paper.FIGURE_WIDTH_IN)
+    assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else plots.FIGURE_WIDTH_IN)
     drawn = _tagged(fig)
     for e in panels[0].entries:
         tag = f"Walker2d-v5|{e.label}"
@@ -151,22 +151,27 @@ def test_the_gamma_study_puts_every_cell_of_a_task_on_the_discount_axis():
     assert ant.best_lower().param == 0.68
     assert {k: c.mean for k, c in ant.kappas["kappa-pi"].items()} == pytest.approx({0.0: 1000, 0.68: 1400, 1.0: -18})
     assert ant.kappa_best["kappa-pi"].param == 0.68 and ant.kappa_best["kappa-vi"].param == 0.68
-    fig = lower_gamma.study_figure(ant)
-    drawn = _tagged(fig)
-    for g, cell in ant.base.items():
-        assert sorted(drawn[f"seeds|gamma|TRPO|{g:g}"].get_offsets()[:, 1]) == pytest.approx(sorted(cell.scores))
-        assert drawn[f"mean|gamma|TRPO|{g:g}"].get_ydata()[0] == pytest.approx(cell.mean)
-    for variant, cells in ant.kappas.items():
-        for k, cell in cells.items():
-            assert drawn[f"mean|kappa|{variant}|{k:g}"].get_ydata()[0] == pytest.approx(cell.mean)
-    left, right = fig.axes[:2]
-    assert [t.get_text() for t in left.get_xticklabels()] == ["0.68", "0.92", "0.99"]
-    assert [t.get_text() for t in right.get_xticklabels()] == ["0", "0.68", "1"]
+    for narrow in (False, True):  # the wide drawing, and the phone's: the same cells, one panel above the other
+        fig = lower_gamma.study_figure(ant, narrow=narrow)
+        drawn = _tagged(fig)
+        for g, cell in ant.base.items():
+            assert sorted(drawn[f"seeds|gamma|TRPO|{g:g}"].get_offsets()[:, 1]) == pytest.approx(sorted(cell.scores))
+            assert drawn[f"mean|gamma|TRPO|{g:g}"].get_ydata()[0] == pytest.approx(cell.mean)
+        for variant, cells in ant.kappas.items():
+            for k, cell in cells.items():
+                assert drawn[f"mean|kappa|{variant}|{k:g}"].get_ydata()[0] == pytest.approx(cell.mean)
+        left, right = fig.axes[:2]
+        assert [t.get_text() for t in left.get_xticklabels()] == ["0.68", "0.92", "0.99"]
+        assert [t.get_text() for t in right.get_xticklabels()] == ["0", "0.68", "1"]
+        assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else plots.FIGURE_WIDTH_IN)
+        (lx, ly), (rx, ry) = (ax.get_position().p0 for ax in (left, right))
+        assert (lx == pytest.approx(rx) and ly > ry) if narrow else (rx > lx and ly == pytest.approx(ry))
 
 
 def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_over_the_tasks(tmp_path):
     paths = lower_gamma.write_lower_gamma(STUDY, tmp_path, reps=200)
-    assert [p.name for p in paths] == ["lower_gamma.md", "lower_gamma_Ant-v5.png", "lower_gamma_Walker2d-v5.png"]
+    assert [p.name for p in paths] == ["lower_gamma.md", "lower_gamma_Ant-v5.png", "lower_gamma_Ant-v5_narrow.png",
+                                       "lower_gamma_Walker2d-v5.png", "lower_gamma_Walker2d-v5_narrow.png"]
     text = paths[0].read_text()
     # kappa_best against the base algorithm at its best lower gamma: Mann-Whitney counts over the 3 x 3 pairs
     assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400 +- 113, n=3) | gamma 0.68 (900 +- 113, n=3) | 1.00 |" in text

@@ -324,17 +324,29 @@ def test_no_javascript_error_on_load(shown):
     assert not problems, report(problems)
 
 
-def test_the_lead_figure_reads_on_a_phone_and_on_a_desktop(shown):
-    """The results page's figure against the paper (kappa_rllib.report.vs_paper) is shown once at each width, the
-    two-column drawing on a desktop and the one-column one on a phone, and its smallest text (SMALLEST_FONT_PT at
-    PLOT_DPI, scaled to the width shown) is >= 9 px high on both (the two-column one on a phone: ~5 px)."""
+def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown):
+    """The figures `report` draws twice (kappa_rllib.report.plots.NARROW_WIDTH_IN: the lead figure against the
+    paper, and the lower-discount study) are each shown once at each width, the two-column drawing on a desktop
+    and the one-column one on a phone, and their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width
+    shown) is >= 9 px high on both (a two-column drawing on a phone: ~5 px)."""
     from kappa_rllib.report import plots
 
-    for width, wanted in (("desktop", "vs_paper.png"), ("phone", "vs_paper_narrow.png")):
-        lead = [f for f in shown["results/", width]["figures"] if f["src"].startswith("vs_paper")]
-        assert [f["src"] for f in lead] == [wanted], (width, lead)
-        text_px = plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * lead[0]["shown"] / lead[0]["natural"]
-        assert text_px >= 9, (width, lead[0], text_px)
+    twice = ("vs_paper", "lower_gamma_")
+    wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 2, ("results/table2/", "lower_gamma_"): 2}
+    problems = []
+    for (page, width), found in shown.items():
+        figures = [f for f in found["figures"] if f["src"].startswith(twice)]
+        for (on, kind), count in wanted_on.items():
+            if on == page and sum(f["src"].startswith(kind) for f in figures) != count:
+                problems.append(f"{page} at {width}: {count} {kind} figure(s) wanted, {figures} shown")
+        for f in figures:
+            narrow = f["src"].endswith("_narrow.png")
+            if narrow != (width == "phone"):
+                problems.append(f"{page} at {width}: {f['src']} shown")
+            text_px = plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * f["shown"] / f["natural"]
+            if text_px < 9:
+                problems.append(f"{page} at {width}: {f['src']}'s smallest text {text_px:.1f} px high")
+    assert not problems, report(problems)
 
 
 def test_the_navigation_names_each_page_by_its_heading(shown):

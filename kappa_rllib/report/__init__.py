@@ -20,7 +20,8 @@ nothing, and writes:
   a dot, each cell's mean and 95% CI beside the paper's mean and +- (report/vs_paper.py); `vs_paper_narrow.png`,
   the same panels in one column, for a phone.
 * `lower_gamma.md`, `lower_gamma_<env>.png` - the paper's Fig. 3: the base algorithm at discounts other than
-  the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement.
+  the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement;
+  `lower_gamma_<env>_narrow.png`, its panels one above the other, for a phone.
 * `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
   kappa = 1 baseline dashed), x = env steps; `heatmap_<env>_<variant>.png` - final score over
   kappa x C_FA where C_FA varies.

@@ -16,7 +16,8 @@ and writes `lower_gamma.md`: every cell run at another discount, and rliable's p
   answers yes on Ant only.
 
 and `lower_gamma_<env>.png`: score against the base algorithm's discount beside score against kappa for kappa-PI
-and kappa-VI, every seed a dot, each cell's mean with its 95% interval.
+and kappa-VI, every seed a dot, each cell's mean with its 95% interval; `lower_gamma_<env>_narrow.png`, the
+same panels one above the other, for a phone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from kappa_rllib.report.data import Cell, Run, _pyplot, _safe
-from kappa_rllib.report.plots import LABEL_FONT_PT, LEGEND_FONT_PT, PLOT_DPI, TICK_FONT_PT, TITLE_FONT_PT
+from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, PLOT_DPI,
+                                     TICK_FONT_PT, TITLE_FONT_PT)
 from kappa_rllib.report.tables import PAPER_C_FA, _by_env, _dedupe_by_seed, _fmt
 
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
@@ -198,7 +200,7 @@ def write_lower_gamma(runs: list[Run], out: Path, reps: int = 2000, with_probabi
     lines += ["", "## Every cell at another discount", "", *every]
     path = out / "lower_gamma.md"
     path.write_text("\n".join(lines) + "\n")
-    return [path, *(draw_study(s, out) for s in studies)]
+    return [path, *(p for s in studies for p in draw_study(s, out))]
 
 
 # ----------------------------------------------------------------------------------- the figure
@@ -213,20 +215,28 @@ def _points(ax, x: float, cell: Cell, color, marker: str, label: str | None, spr
     bar.lines[0].set_gid(f"mean|{tag}")
 
 
-def draw_study(study: GammaStudy, out: Path) -> Path:
+def draw_study(study: GammaStudy, out: Path) -> list[Path]:
     """`lower_gamma_<env>.png`: left, score against the base algorithm's discount; right, score against kappa for
-    kappa-PI and kappa-VI at the main discount (the paper's Fig. 3 puts the two side by side)."""
-    fig = study_figure(study)
-    path = out / f"lower_gamma_{_safe(study.env)}.png"
-    fig.savefig(path, dpi=PLOT_DPI)
-    _pyplot().close(fig)
-    return path
+    kappa-PI and kappa-VI at the main discount (the paper's Fig. 3 puts the two side by side). And
+    `lower_gamma_<env>_narrow.png`, the two panels one above the other, for a phone (as vs_paper_narrow.png)."""
+    paths = []
+    for narrow, suffix in ((False, ""), (True, "_narrow")):
+        fig = study_figure(study, narrow=narrow)
+        paths.append(out / f"lower_gamma_{_safe(study.env)}{suffix}.png")
+        fig.savefig(paths[-1], dpi=PLOT_DPI)
+        _pyplot().close(fig)
+    return paths
 
 
-def study_figure(study: GammaStudy):
-    """The figure `draw_study` saves; each cell's artists tagged (gid) "seeds|<axis>|<series>|<x>", "mean|..."."""
+def study_figure(study: GammaStudy, narrow: bool = False):
+    """The figure `draw_study` saves: two panels side by side, or (`narrow`) one above the other, NARROW_WIDTH_IN
+    wide, whose text a phone shows as large as the wide figure's on a desktop. Each cell's artists are tagged
+    (gid) "seeds|<axis>|<series>|<x>", "mean|..."."""
     plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
+    if narrow:
+        fig, (left, right) = plt.subplots(2, 1, figsize=(NARROW_WIDTH_IN, 7.2), sharey=True)
+    else:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 3.8), sharey=True)
     gammas = sorted(study.base)
     line = [study.base[g].mean for g in gammas]
     left.plot(gammas, line, "-", color="0.5", lw=1)
@@ -252,6 +262,8 @@ def study_figure(study: GammaStudy):
     right.set_title(f"κ-PI / κ-VI at γ = {study.main_gamma:g} (κ = 1 is {study.base_name})",
                     fontsize=TITLE_FONT_PT)
     right.set_xlabel("κ (the surrogate MDP's discount is γκ)", fontsize=LABEL_FONT_PT)
+    if narrow:  # (stacked, each panel carries its own axis label)
+        right.set_ylabel(left.get_ylabel(), fontsize=LABEL_FONT_PT)
     if study.kappas:
         right.legend(fontsize=LEGEND_FONT_PT, loc="best")
     for ax in (left, right):  # one x range: TRPO at gamma 0.68 stands where kappa 0.68 (discount 0.67) does

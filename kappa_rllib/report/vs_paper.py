@@ -24,17 +24,13 @@ import numpy as np
 
 from kappa_rllib.report.data import Cell, Run, _pyplot, is_plain
 from kappa_rllib.report.lower_gamma import gamma_study
-from kappa_rllib.report.plots import LABEL_FONT_PT, LEGEND_FONT_PT, PLOT_DPI, TICK_FONT_PT, TITLE_FONT_PT
+from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, PLOT_DPI,
+                                     TICK_FONT_PT, TITLE_FONT_PT)
 from kappa_rllib.report.tables import PAPER_C_FA, EnvTable
 
 SHORT = {"kappa-pi": "κ-PI", "kappa-vi": "κ-VI"}
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
 PAPER_COLOR, HERE_COLOR = "tab:red", "tab:blue"
-FIGURE_WIDTH_IN = 9.0  # shown 880 px wide (the README's column), 9 pt text is 12 px high
-# vs_paper_narrow.png, the panels in one column, for a phone: shown ~350 px wide, 9 pt text is ~11 px high (the
-# two-column figure there: ~5 px). The README and the results page pick it under 600 px (a <picture>)
-NARROW_WIDTH_IN = 4.0
-NARROW_MAX_PX = 600
 ROW_HEIGHT_IN = 0.3
 
 
