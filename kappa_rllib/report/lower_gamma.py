@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from kappa_rllib.report.data import Cell, Run, _pyplot, _safe
-from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, PLOT_DPI,
-                                     TICK_FONT_PT, TITLE_FONT_PT)
+from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, TICK_FONT_PT,
+                                     TITLE_FONT_PT, save_two_widths)
 from kappa_rllib.report.tables import PAPER_C_FA, _by_env, _dedupe_by_seed, _fmt
 
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
@@ -219,13 +219,7 @@ def draw_study(study: GammaStudy, out: Path) -> list[Path]:
     """`lower_gamma_<env>.png`: left, score against the base algorithm's discount; right, score against kappa for
     kappa-PI and kappa-VI at the main discount (the paper's Fig. 3 puts the two side by side). And
     `lower_gamma_<env>_narrow.png`, the two panels one above the other, for a phone (as vs_paper_narrow.png)."""
-    paths = []
-    for narrow, suffix in ((False, ""), (True, "_narrow")):
-        fig = study_figure(study, narrow=narrow)
-        paths.append(out / f"lower_gamma_{_safe(study.env)}{suffix}.png")
-        fig.savefig(paths[-1], dpi=PLOT_DPI)
-        _pyplot().close(fig)
-    return paths
+    return save_two_widths(lambda narrow: study_figure(study, narrow=narrow), out, f"lower_gamma_{_safe(study.env)}")
 
 
 def study_figure(study: GammaStudy, narrow: bool = False):

@@ -30,11 +30,24 @@ ANNOTATION_FONT_PT = 10
 SMALLEST_FONT_PT = min(LEGEND_FONT_PT, TICK_FONT_PT, LABEL_FONT_PT, TITLE_FONT_PT, ANNOTATION_FONT_PT)
 # The two-column figures (vs_paper.png, lower_gamma_<env>.png): shown 880 px wide (the README's column), 9 pt
 # text is 12 px high. Their one-column drawings for a phone (`*_narrow.png`): shown ~350 px wide, 9 pt text is
-# ~11 px high (a two-column figure there: ~5 px). Pages pick one by width: a <picture> under NARROW_MAX_PX in the
-# README, the kappa-wide / kappa-narrow classes (docs/stylesheets/extra.css) in the docs.
+# ~11 px high (a two-column figure there: ~5 px). Pages pick one by width, under 600 px the narrow one: a <picture>
+# in the README, the kappa-wide / kappa-narrow classes (docs/stylesheets/extra.css) in the docs.
 FIGURE_WIDTH_IN = 9.0
 NARROW_WIDTH_IN = 4.0
-NARROW_MAX_PX = 600
+
+
+def save_two_widths(figure, out, stem: str) -> list:
+    """`<stem>.png` drawn by figure(narrow=False) and `<stem>_narrow.png` by figure(narrow=True), each saved at
+    PLOT_DPI and closed."""
+    from kappa_rllib.report.data import _pyplot
+
+    paths = []
+    for narrow, suffix in ((False, ""), (True, "_narrow")):
+        fig = figure(narrow=narrow)
+        paths.append(out / f"{stem}{suffix}.png")
+        fig.savefig(paths[-1], dpi=PLOT_DPI)
+        _pyplot().close(fig)
+    return paths
 TITLE_WIDTH_CHARS = 70  # a longer title wraps onto a second line (a sub-env's kwargs)
 
 

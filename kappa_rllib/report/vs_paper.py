@@ -24,8 +24,8 @@ import numpy as np
 
 from kappa_rllib.report.data import Cell, Run, _pyplot, is_plain
 from kappa_rllib.report.lower_gamma import gamma_study
-from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, PLOT_DPI,
-                                     TICK_FONT_PT, TITLE_FONT_PT)
+from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, TICK_FONT_PT,
+                                     TITLE_FONT_PT, save_two_widths)
 from kappa_rllib.report.tables import PAPER_C_FA, EnvTable
 
 SHORT = {"kappa-pi": "κ-PI", "kappa-vi": "κ-VI"}
@@ -159,10 +159,4 @@ def write_vs_paper(tables: list[EnvTable], runs: list[Run], paper: dict, out: Pa
     panels = vs_paper_panels(tables, runs, paper)
     if not panels:
         return []
-    paths = []
-    for narrow, name in ((False, "vs_paper.png"), (True, "vs_paper_narrow.png")):
-        fig = vs_paper_figure(panels, narrow=narrow)
-        paths.append(out / name)
-        fig.savefig(paths[-1], dpi=PLOT_DPI)
-        _pyplot().close(fig)
-    return paths
+    return save_two_widths(lambda narrow: vs_paper_figure(panels, narrow=narrow), out, "vs_paper")
