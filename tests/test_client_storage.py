@@ -60,6 +60,10 @@ class HiddenStorageCluster(LocalCluster):
         # the head stop soon after it
         self.env["RAY_CLIENT_RECONNECT_GRACE_PERIOD"] = "1"
         self.env.pop("MLFLOW_TRACKING_URI", None)  # --track mlflow: the store beside the grids
+        # Tune copies its staging folder (the rows) onto the storage at each experiment snapshot, every 10 s or
+        # more ("auto"); the whole grid takes ~30 s, so a snapshot could miss every trial mid-run (CI: the driver
+        # ended before a row not `done` reached the head). Every second here, on the head's Tune run.
+        self.env["TUNE_GLOBAL_CHECKPOINT_S"] = "1"
 
     def _start(self, name: str, *args: str, cpus: int = 1) -> subprocess.Popen:
         log = open(self.temp_dir / f"{name}.log", "w")
@@ -126,14 +130,21 @@ def test_ray_client_storage_that_only_the_cluster_sees(hidden_cluster, tmp_path)
     driver = subprocess.Popen(
         [str(BIN / "kappa-rllib"), "tune", str(GRID), "--storage", str(storage), "--address", cluster.address,
          "--checkpoint-every", "1", "--track", "mlflow"],
-        env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        env=cluster.env, stdout=(tmp_path / "killed.out").open("w"), stderr=subprocess.STDOUT,
+        start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not any(rows and not rows[-1].get("done") for rows in trial_rows(on_head).values()):
-            assert driver.poll() is None and time.monotonic() < deadline, "no trial reported before the kill"
+            assert driver.poll() is None and time.monotonic() < deadline, (
+                f"no trial reported before the kill (driver: {driver.poll()}; rows on the head: "
+                f"{ {name: len(rows) for name, rows in trial_rows(on_head).items()} })\n"
+                + (tmp_path / "killed.out").read_text()[-3000:])
             time.sleep(0.2)
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
+        try:
+            os.killpg(driver.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the driver and its group gone already (the assertion above says why)
+            pass
         driver.wait()
     before = trial_rows(on_head)
     assert sum(1 for rows in before.values() if rows[-1].get("done")) < 4, "the kill must land mid-grid"
