@@ -174,18 +174,23 @@ def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_ove
                                        "lower_gamma_Walker2d-v5.png", "lower_gamma_Walker2d-v5_narrow.png"]
     text = paths[0].read_text()
     # kappa_best against the base algorithm at its best lower gamma: Mann-Whitney counts over the 3 x 3 pairs
-    assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400 +- 113, n=3) | gamma 0.68 (900 +- 113, n=3) | 1.00 |" in text
-    assert "| Ant-v5 | kappa-vi | kappa 0.68 (3100 +- 113, n=3) | gamma 0.68 (900 +- 113, n=3) | 1.00 |" in text
-    assert "| Walker2d-v5 | kappa-vi | kappa 0.68 (1000 +- 113, n=3) | gamma 0.68 (517 +- 142, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400.0 +- 113.2, n=3) | gamma 0.68 (900.0 +- 113.2, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | kappa-vi | kappa 0.68 (3100.0 +- 113.2, n=3) | gamma 0.68 (900.0 +- 113.2, n=3) | 1.00 |" in text
+    assert "| Walker2d-v5 | kappa-vi | kappa 0.68 (1000.0 +- 113.2, n=3) | gamma 0.68 (516.7 +- 142.4, n=3) | 1.00 |" in text
     assert "| kappa-pi, 2 tasks | 1.00 |" in text and "| kappa-vi, 2 tasks | 1.00 |" in text
     # does a lower gamma help the base algorithm? On Ant every pair: 1.00; on Walker2d 4 of 9 pairs above
-    assert "| Ant-v5 | gamma 0.68 (900 +- 113, n=3) | gamma 0.99 (-18 +- 2, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | gamma 0.68 (900.0 +- 113.2, n=3) | gamma 0.99 (-18.0 +- 2.3, n=3) | 1.00 |" in text
     walker = metrics.probability_of_improvement(np.array([[500.0], [650.0], [400.0]]),
                                                 np.array([[590.0], [600.0], [610.0]]))
     assert walker == pytest.approx(1 / 3)
-    assert f"| Walker2d-v5 | gamma 0.68 (517 +- 142, n=3) | gamma 0.99 (600 +- 11, n=3) | {walker:.2f} |" in text
+    assert f"| Walker2d-v5 | gamma 0.68 (516.7 +- 142.4, n=3) | gamma 0.99 (600.0 +- 11.3, n=3) | {walker:.2f} |" in text
     assert f"| lower gamma, 2 tasks | {(1 + walker) / 2:.2f} |" in text
     assert "| Ant-v5 | baseline (kappa = 1) | 0.92 | 1 | 200.0 +- " in text  # every cell at another discount
+    # a cell is written as table.md writes it, to a tenth: MinAtar's scores (5.7 against 6.3) read apart
+    small = _runs("Walker2d-v5", [5.9, 6.0, 6.1]) + _runs("Walker2d-v5", [5.0, 6.5, 4.0], gamma=0.68)
+    (tmp_path / "small").mkdir()
+    small_text = lower_gamma.write_lower_gamma(small, tmp_path / "small", reps=200)[0].read_text()
+    assert "| Walker2d-v5 | gamma 0.68 (5.2 +- 1.4, n=3) | gamma 0.99 (6.0 +- 0.1, n=3) |" in small_text
     # no run at another discount: nothing written
     assert lower_gamma.write_lower_gamma([r for r in STUDY if r.gamma == 0.99], tmp_path / "none") == []
 

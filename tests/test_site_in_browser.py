@@ -332,7 +332,8 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
     from kappa_rllib.report import plots
 
     twice = ("vs_paper", "lower_gamma_")
-    wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 2, ("results/table2/", "lower_gamma_"): 2}
+    wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 3, ("results/table2/", "lower_gamma_"): 2,
+                 ("results/minatar/", "lower_gamma_"): 1}
     problems = []
     for (page, width), found in shown.items():
         figures = [f for f in found["figures"] if f["src"].startswith(twice)]

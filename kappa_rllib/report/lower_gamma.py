@@ -165,7 +165,7 @@ def _probability_lines(pairs: dict, key_text, header: str, reps: int, group=lamb
 
 
 def _cell(c: Cell, name: str) -> str:
-    return f"{name} {c.param:g} ({c.mean:.0f} +- {_fmt(c.ci, 0)}, n={c.n})"
+    return f"{name} {c.param:g} ({_fmt(c.mean)} +- {_fmt(c.ci)}, n={c.n})"  # as table.md: MinAtar's 5.7 and 6.3 differ
 
 
 def write_lower_gamma(runs: list[Run], out: Path, reps: int = 2000, with_probabilities: bool = True) -> list[Path]:
@@ -236,7 +236,12 @@ def study_figure(study: GammaStudy, narrow: bool = False):
     left.plot(gammas, line, "-", color="0.5", lw=1)
     for g in gammas:
         _points(left, g, study.base[g], "tab:gray", "s", None, 0.006, f"gamma|{study.base_name}|{g:g}")
-    left.set_xticks(gammas, [f"{g:g}" for g in gammas], rotation=60)  # (0.92 and 0.99 stand close)
+    left.set_xticks(gammas, [f"{g:g}" for g in gammas])
+    labels = left.get_xticklabels()
+    for i in range(len(gammas) - 1):  # two discounts close together (0.92, 0.99): their labels lean apart
+        if gammas[i + 1] - gammas[i] < 0.1:
+            labels[i].set_horizontalalignment("right")
+            labels[i + 1].set_horizontalalignment("left")
     left.set_title(f"{study.base_name} (κ = 1) at discount γ", fontsize=TITLE_FONT_PT)
     left.set_xlabel("γ", fontsize=LABEL_FONT_PT)
     left.set_ylabel("score (each seed; mean, 95% CI)", fontsize=LABEL_FONT_PT)
