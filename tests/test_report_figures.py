@@ -110,7 +110,7 @@ def test_the_iqm_figure_draws_the_aggregate_iqm_md_gives(tmp_path):
         runs += (_runs(env, [500 + shift, 600 + shift, 700 + shift], variant="kappa-pi", kappa=0.68)
                  + _runs(env, [100 + shift, 200 + shift, 300 + shift]))
     paths = iqm.write_iqm(report.build_tables(runs), tmp_path, reps=200)
-    assert [p.name for p in paths] == ["iqm.md", "iqm.csv", "iqm.png"]
+    assert [p.name for p in paths] == ["iqm.md", "iqm.csv", "iqm.png", "iqm_narrow.png"]
     aggregate = iqm._normalised_aggregate(
         {(v, c): {t.env + " (C_FA 0.2)": cell.scores for t in report.build_tables(runs)
                   for v2, cols in t.rows.items() for c2, cell in cols.items() if (v2, c2) == (v, c)}
@@ -124,6 +124,18 @@ def test_the_iqm_figure_draws_the_aggregate_iqm_md_gives(tmp_path):
         value, lo, hi, _ = aggregate[name]
         [bar] = [b for b in bars if abs(b.get_y() + b.get_height() / 2 - labels.index(label)) < 1e-9]
         assert bar.get_x() == pytest.approx(lo) and bar.get_x() + bar.get_width() == pytest.approx(hi)
+    # the phone's drawing: the same bars, NARROW_WIDTH_IN wide, each cell's name above its bar, none beside
+    narrow = iqm.iqm_figure(aggregate, "TRPO", narrow=True)
+    nax = narrow.axes[0]
+    assert narrow.get_figwidth() == plots.NARROW_WIDTH_IN
+    assert not any(t.get_text() for t in nax.get_yticklabels())
+    written = {t.get_gid(): t for t in nax.texts}
+    for i, name in enumerate(["baseline", "kappa-pi kappa_best"]):
+        value, lo, hi, _ = aggregate[name]
+        assert written[f"label|{name}"].get_text() == labels[i]
+        [bar] = [b for b in nax.patches if b.get_width() > 0 and abs(b.get_y() + b.get_height() / 2 - i) < 1e-9]
+        assert bar.get_x() == pytest.approx(lo) and bar.get_x() + bar.get_width() == pytest.approx(hi)
+        assert i < written[f"label|{name}"].get_position()[1] < i + 1 - bar.get_height() / 2  # between two bars
     # the IQM of the normalised kappa-PI runs: each env's min-max over its 6 runs puts them at 2/3 .. 1
     assert aggregate["kappa-pi kappa_best"][0] == pytest.approx(
         metrics.aggregate_iqm(np.array([[2 / 3, 2 / 3], [5 / 6, 5 / 6], [1.0, 1.0]])))

@@ -326,14 +326,14 @@ def test_no_javascript_error_on_load(shown):
 
 def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown):
     """The figures `report` draws twice (kappa_rllib.report.plots.NARROW_WIDTH_IN: the lead figure against the
-    paper, and the lower-discount study) are each shown once at each width, the two-column drawing on a desktop
-    and the one-column one on a phone, and their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width
+    paper, the lower-discount study, the IQM over the tasks) are each shown once at each width, the wide drawing
+    on a desktop and the narrow one on a phone, and their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width
     shown) is >= 9 px high on both (a two-column drawing on a phone: ~5 px)."""
     from kappa_rllib.report import plots
 
-    twice = ("vs_paper", "lower_gamma_")
+    twice = ("vs_paper", "lower_gamma_", "iqm")
     wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 3, ("results/table2/", "lower_gamma_"): 2,
-                 ("results/minatar/", "lower_gamma_"): 1}
+                 ("results/minatar/", "lower_gamma_"): 1, ("results/", "iqm"): 1, ("results/table2/", "iqm"): 1}
     problems = []
     for (page, width), found in shown.items():
         figures = [f for f in found["figures"] if f["src"].startswith(twice)]

@@ -81,7 +81,7 @@ def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000, score_window:
         writer.writerows(rows_csv)
     if aggregate and _plots_unavailable() is None:  # (rliable's plot_utils needs seaborn: no figure without it)
         families = {t.family for t in tables}
-        paths.append(write_iqm_figure(aggregate, out, base=_BASE.get(families.pop()) if len(families) == 1 else None))
+        paths.extend(write_iqm_figure(aggregate, out, base=_BASE.get(families.pop()) if len(families) == 1 else None))
     return paths
 
 
@@ -99,13 +99,15 @@ def cell_title(name: str, base: str | None = None) -> str:
     return name
 
 
-def iqm_figure(aggregate: dict, base: str | None = None):
+def iqm_figure(aggregate: dict, base: str | None = None, narrow: bool = False):
     """rliable's `plot_interval_estimates` of the aggregate IQM over environments ({cell: (IQM, lower, upper,
-    envs)}, `_normalised_aggregate`), the best cell on top: a bar from lower to upper and a tick at the IQM."""
+    envs)}, `_normalised_aggregate`), the best cell on top: a bar from lower to upper and a tick at the IQM.
+    `narrow`: the phone's drawing, NARROW_WIDTH_IN wide, each cell's name written above its bar rather than
+    beside it (beside, the names took half of a phone's width and the text drew ~4 px high)."""
     from rliable import plot_utils
 
     from kappa_rllib.report.data import _pyplot
-    from kappa_rllib.report.plots import LABEL_FONT_PT, TICK_FONT_PT
+    from kappa_rllib.report.plots import LABEL_FONT_PT, NARROW_WIDTH_IN, TICK_FONT_PT
 
     plt = _pyplot()
     order = sorted(aggregate, key=lambda name: aggregate[name][0])  # rliable draws the first at the bottom
@@ -114,24 +116,41 @@ def iqm_figure(aggregate: dict, base: str | None = None):
     intervals = {labels[k]: np.array([[aggregate[k][1]], [aggregate[k][2]]]) for k in order}
     fig, ax = plot_utils.plot_interval_estimates(points, intervals, metric_names=["IQM"],
                                                  algorithms=[labels[k] for k in order], subfigure_width=6.0,
-                                                 row_height=0.45, xlabel="")
-    ax.set_title("IQM over environments, 95% stratified-bootstrap CIs", fontsize=LABEL_FONT_PT)
+                                                 row_height=0.45, xlabel="",
+                                                 **({"interval_height": 0.4} if narrow else {}))
+    title = "IQM over environments, 95% stratified-bootstrap CIs"
+    ax.set_title(title.replace(", ", ",\n") if narrow else title, fontsize=LABEL_FONT_PT)
     ax.tick_params(labelsize=TICK_FONT_PT)
     ax.set_xlabel("IQM of min-max normalised scores", fontsize=LABEL_FONT_PT)
-    fig.set_size_inches(8.0, 0.45 * len(order) + 1.4)
+    if narrow:  # the names above the bars, at the axis' left edge
+        left = min(aggregate[k][1] for k in order)
+        right = max(aggregate[k][2] for k in order)
+        ax.set_xlim(left - 0.05 * (right - left), right + 0.05 * (right - left))
+        ax.set_ylim(-0.5, len(order) - 0.1)
+        ax.set_yticks(range(len(order)), [""] * len(order))
+        ax.tick_params(axis="y", length=0)
+        for i, name in enumerate(order):
+            ax.text(ax.get_xlim()[0], i + 0.24, labels[name], fontsize=TICK_FONT_PT, va="bottom", ha="left",
+                    gid=f"label|{name}")
+        fig.set_size_inches(NARROW_WIDTH_IN, 0.62 * len(order) + 1.5)
+    else:
+        fig.set_size_inches(8.0, 0.45 * len(order) + 1.4)
     fig.tight_layout()
     return fig
 
 
-def write_iqm_figure(aggregate: dict, out: Path, base: str | None = None) -> Path:
+def write_iqm_figure(aggregate: dict, out: Path, base: str | None = None) -> list[Path]:
+    """iqm.png and the phone's iqm_narrow.png."""
     from kappa_rllib.report.data import _pyplot
     from kappa_rllib.report.plots import PLOT_DPI
 
-    fig = iqm_figure(aggregate, base)
-    path = out / "iqm.png"
-    fig.savefig(path, dpi=PLOT_DPI, bbox_inches="tight")
-    _pyplot().close(fig)
-    return path
+    paths = []
+    for narrow, name in ((False, "iqm.png"), (True, "iqm_narrow.png")):
+        fig = iqm_figure(aggregate, base, narrow=narrow)
+        paths.append(out / name)
+        fig.savefig(paths[-1], dpi=PLOT_DPI, bbox_inches="tight")
+        _pyplot().close(fig)
+    return paths
 
 
 def _plots_unavailable() -> str | None:
