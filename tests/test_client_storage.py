@@ -127,11 +127,11 @@ def test_ray_client_storage_that_only_the_cluster_sees(hidden_cluster, tmp_path)
     storage = cluster.mount / "results"
     on_head = cluster.seen_by_head(storage / "cluster_check" / "kappa_pi_dqn")
 
-    driver = subprocess.Popen(
-        [str(BIN / "kappa-rllib"), "tune", str(GRID), "--storage", str(storage), "--address", cluster.address,
-         "--checkpoint-every", "1", "--track", "mlflow"],
-        env=cluster.env, stdout=(tmp_path / "killed.out").open("w"), stderr=subprocess.STDOUT,
-        start_new_session=True)
+    with (tmp_path / "killed.out").open("w") as printed:
+        driver = subprocess.Popen(
+            [str(BIN / "kappa-rllib"), "tune", str(GRID), "--storage", str(storage), "--address", cluster.address,
+             "--checkpoint-every", "1", "--track", "mlflow"],
+            env=cluster.env, stdout=printed, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not any(rows and not rows[-1].get("done") for rows in trial_rows(on_head).values()):

@@ -219,3 +219,32 @@ def test_the_studys_base_at_the_main_discount_is_the_tables_baseline_plain_trpo_
     assert sorted(table.rows[""]["baseline"].scores) == [580, 590, 600]
     assert sorted(study.base[0.99].scores) == [580, 590, 600]
     assert sorted(study.kappas["kappa-pi"][1.0].scores) == [580, 590, 600]
+
+
+def test_the_curves_are_drawn_for_a_phone_too_with_the_same_lines_and_the_legend_under_each_panel(tmp_path):
+    """plots.curves_figure at both widths: the same curves (label and mean) in the same panels; the narrow one
+    NARROW_WIDTH_IN wide, each legend under its panel (inside a 4 in panel it covered the curves), its
+    smallest text the wide one's; write_curves saves both."""
+    runs = []
+    for seed, shift in enumerate((0, 50, 100)):
+        for variant, kappa, level in (("kappa-pi", 0.68, 1000), ("kappa-vi", 0.68, 800), ("plain", 1.0, 500)):
+            steps = np.linspace(1e4, 1e6, 50)
+            runs.append(Run(path=f"{variant}/{seed}", env="Walker2d-v5", family="trpo", variant=variant,
+                            kappa=kappa, c_fa=None if variant == "plain" else 0.2, naive=False, gamma=0.99,
+                            lambda_=1.0 if variant == "plain" else None, seed=seed,
+                            episode_returns=[float(level + shift)], steps=steps,
+                            curve=level * steps / 1e6 + shift, env_steps=1_000_000))
+    [table] = report.build_tables(runs)
+    drawn = {}
+    for narrow in (False, True):
+        fig = plots.curves_figure(table, runs, narrow=narrow)
+        assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else plots.PANEL_WIDTH_IN)
+        drawn[narrow] = [{line.get_label(): line.get_ydata()[-1] for line in ax.get_lines()} for ax in fig.axes]
+        fig.canvas.draw()
+        for ax in fig.axes:
+            legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+            assert (legend.y1 < box.y0) if narrow else (box.y0 < legend.y0 and legend.y1 < box.y1)
+    assert drawn[True] == drawn[False] and len(drawn[True]) == 2
+    assert drawn[True][0]["kappa=0.68 (n=3)"] == pytest.approx(1050) and "kappa=1 (baseline) (n=3)" in drawn[True][1]
+    names = [p.name for p in plots.write_curves(runs, [table], tmp_path)]
+    assert names == ["curves_Walker2d-v5_cfa0.2.png", "curves_Walker2d-v5_cfa0.2_narrow.png"]

@@ -176,7 +176,8 @@ MEASURE = r"""
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   // each figure shown (not display: none), the file the browser chose and its width on screen and in the file
   const figures = images.filter(i => i.getClientRects().length > 0).map(i => ({
-    src: (i.currentSrc || i.src).split("/").pop(), shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
+    src: (i.currentSrc || i.src).split("/").pop(), path: new URL(i.currentSrc || i.src).pathname,
+    shown: i.getBoundingClientRect().width, natural: i.naturalWidth}));
   const name = e => e.tagName.toLowerCase() + (e.className && typeof e.className === "string" ? "." + e.className.trim().split(/\s+/).join(".") : "");
   const scrolls = e => ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
   const equations = [...content.querySelectorAll("div.arithmatex")].map(div => {
@@ -326,17 +327,22 @@ def test_no_javascript_error_on_load(shown):
 
 def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown):
     """The figures `report` draws twice (kappa_rllib.report.plots.NARROW_WIDTH_IN: the lead figure against the
-    paper, the lower-discount study, the IQM over the tasks) are each shown once at each width, the wide drawing
-    on a desktop and the narrow one on a phone, and their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width
-    shown) is >= 9 px high on both (a two-column drawing on a phone: ~5 px)."""
+    paper, the lower-discount study, the IQM over the tasks, the curves), each one whose `_narrow.png` is in
+    docs/, are each shown once at each width, the wide drawing on a desktop and the narrow one on a phone, and
+    their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width shown) is >= 9 px high on both (a
+    two-column drawing on a phone: ~5 px)."""
     from kappa_rllib.report import plots
 
-    twice = ("vs_paper", "lower_gamma_", "iqm")
+    def two_widths(figure: dict) -> bool:
+        wide = ROOT / "docs" / figure["path"].lstrip("/").removesuffix("_narrow.png").removesuffix(".png")
+        return Path(f"{wide}_narrow.png").is_file()
+
     wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 3, ("results/table2/", "lower_gamma_"): 2,
-                 ("results/minatar/", "lower_gamma_"): 1, ("results/", "iqm"): 1, ("results/table2/", "iqm"): 1}
+                 ("results/minatar/", "lower_gamma_"): 1, ("results/", "iqm"): 1, ("results/table2/", "iqm"): 1,
+                 ("results/", "curves_"): 4, ("results/table2/", "curves_"): 7, ("results/minatar/", "curves_"): 1}
     problems = []
     for (page, width), found in shown.items():
-        figures = [f for f in found["figures"] if f["src"].startswith(twice)]
+        figures = [f for f in found["figures"] if two_widths(f)]
         for (on, kind), count in wanted_on.items():
             if on == page and sum(f["src"].startswith(kind) for f in figures) != count:
                 problems.append(f"{page} at {width}: {count} {kind} figure(s) wanted, {figures} shown")
@@ -347,6 +353,7 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
             text_px = plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * f["shown"] / f["natural"]
             if text_px < 9:
                 problems.append(f"{page} at {width}: {f['src']}'s smallest text {text_px:.1f} px high")
+    assert sum(len(found["figures"]) for found in shown.values()) > 20
     assert not problems, report(problems)
 
 

@@ -11,7 +11,8 @@ nothing, and writes:
   (`kappa_rllib/data/paper_tables.csv`).
 * `iqm.md`, `iqm.csv`, `iqm.png` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
   (`rliable`), per environment and, where every environment has the same seeds per cell,
-  aggregated over environments on min-max normalised scores.
+  aggregated over environments on min-max normalised scores; `iqm_narrow.png`, each cell's name above
+  its bar, for a phone.
 * `improvement.md` - rliable's probability of improvement with 95% stratified-bootstrap CIs, per
   environment and kappa variant and over environments, for each comparison that has cells: the C_FA
   schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
@@ -23,7 +24,8 @@ nothing, and writes:
   the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement;
   `lower_gamma_<env>_narrow.png`, its panels one above the other, for a phone.
 * `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
-  kappa = 1 baseline dashed), x = env steps; `heatmap_<env>_<variant>.png` - final score over
+  kappa = 1 baseline dashed), x = env steps, and `..._narrow.png`, 4 in wide, each legend under its panel,
+  for a phone; `heatmap_<env>_<variant>.png` - final score over
   kappa x C_FA where C_FA varies.
 * `scores.csv` - every run's settings and score.
 

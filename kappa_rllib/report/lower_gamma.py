@@ -236,12 +236,12 @@ def study_figure(study: GammaStudy, narrow: bool = False):
     left.plot(gammas, line, "-", color="0.5", lw=1)
     for g in gammas:
         _points(left, g, study.base[g], "tab:gray", "s", None, 0.006, f"gamma|{study.base_name}|{g:g}")
-    left.set_xticks(gammas, [f"{g:g}" for g in gammas])
-    labels = left.get_xticklabels()
-    for i in range(len(gammas) - 1):  # two discounts close together (0.92, 0.99): their labels lean apart
-        if gammas[i + 1] - gammas[i] < 0.1:
-            labels[i].set_horizontalalignment("right")
-            labels[i + 1].set_horizontalalignment("left")
+    close = [i for i in range(len(gammas) - 1) if gammas[i + 1] - gammas[i] < 0.1]
+    left.set_xticks(gammas, [f"{g:g}" for g in gammas], rotation=60 if len(close) > 1 else 0)
+    if len(close) == 1:  # one pair of discounts close together (0.92, 0.99): their labels lean apart
+        labels = left.get_xticklabels()
+        labels[close[0]].set_horizontalalignment("right")
+        labels[close[0] + 1].set_horizontalalignment("left")
     left.set_title(f"{study.base_name} (κ = 1) at discount γ", fontsize=TITLE_FONT_PT)
     left.set_xlabel("γ", fontsize=LABEL_FONT_PT)
     left.set_ylabel("score (each seed; mean, 95% CI)", fontsize=LABEL_FONT_PT)

@@ -49,10 +49,11 @@ def save_two_widths(figure, out, stem: str) -> list:
         _pyplot().close(fig)
     return paths
 TITLE_WIDTH_CHARS = 70  # a longer title wraps onto a second line (a sub-env's kwargs)
+NARROW_TITLE_CHARS = 40  # the same in a NARROW_WIDTH_IN drawing
 
 
-def _title(ax, text: str) -> None:
-    ax.set_title("\n".join(textwrap.wrap(text, TITLE_WIDTH_CHARS)), fontsize=TITLE_FONT_PT)
+def _title(ax, text: str, width: int = TITLE_WIDTH_CHARS) -> None:
+    ax.set_title("\n".join(textwrap.wrap(text, width)), fontsize=TITLE_FONT_PT)
 
 
 def _style(ax, xlabel: str, ylabel: str) -> None:
@@ -83,48 +84,58 @@ def _mean_band(runs: list[Run], points: int = 100, curve: str = "curve"):
     return x, mean, np.nan_to_num(Z95 * se)
 
 
-def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
+def curves_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
+    """One panel a variant, one above the other, of the table's env: each cell's training curve (mean over seeds,
+    95% band), the kappa = 1 baseline and GAE beside the kappa cells. `narrow`: the phone's drawing,
+    NARROW_WIDTH_IN wide, its legend under its panel (inside, it would cover the curves)."""
     plt = _pyplot()
+    env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
+    variants = [v for v in t.rows if v] or ["plain"]
+    width, height = (NARROW_WIDTH_IN, PANEL_HEIGHT_IN + 1.0) if narrow else (PANEL_WIDTH_IN, PANEL_HEIGHT_IN)
+    fig, axes = plt.subplots(len(variants), 1, figsize=(width, height * len(variants)), squeeze=False)
+    for ax, variant in zip(axes[:, 0], variants):
+        mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline
+                and not r.is_plain]  # (GAE runs are drawn as GAE below)
+        groups = defaultdict(list)
+        for r in mine:
+            groups[("naive " if r.naive else "") + f"kappa={r.kappa:g}"].append(r)
+        row = t.shared_row.get(variant, "")  # the baseline and GAE sampled as this variant was
+        for r in env_runs:
+            if r.is_gae and shared_row(r.sampling) == row:
+                groups[f"GAE lambda={r.lambda_:g}"].append(r)
+        baseline = _dedupe_by_seed([r for r in env_runs if r.is_baseline and shared_row(r.sampling) == row])
+        if baseline:
+            groups["kappa=1 (baseline)"] = baseline
+        for label, group in sorted(groups.items()):
+            band = _mean_band(group)
+            if band is None:
+                continue
+            x, mean, half = band
+            style = "--" if "baseline" in label else (":" if label.startswith(("naive", "GAE")) else "-")
+            line, = ax.plot(x, mean, style, label=f"{label} (n={len(group)})")
+            ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.15)
+            evaluation = _mean_band(group, curve="eval_curve")
+            if evaluation is not None:  # RLlib's periodic evaluation, beside the training curve
+                ax.plot(evaluation[0], evaluation[1], style, color=line.get_color(), alpha=0.6, marker=".",
+                        markevery=10, label=f"{label} evaluation")
+        title = variant if variant != "plain" else "TRPO / GAE"
+        _title(ax, f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""),
+               NARROW_TITLE_CHARS if narrow else TITLE_WIDTH_CHARS)
+        _style(ax, "env steps", "episode return (mean, 95% band)")
+        if narrow:
+            ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+        else:
+            ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8)
+    fig.tight_layout()
+    return fig
+
+
+def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
+    """curves_<env>[_cfa<C_FA>].png, and the phone's drawing of each, ..._narrow.png."""
     paths = []
     for t in tables:
-        env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
-        variants = [v for v in t.rows if v] or ["plain"]
-        fig, axes = plt.subplots(len(variants), 1, figsize=(PANEL_WIDTH_IN, PANEL_HEIGHT_IN * len(variants)),
-                                 squeeze=False)
-        for ax, variant in zip(axes[:, 0], variants):
-            mine = [r for r in env_runs if r.variant == variant and r.c_fa == t.c_fa and not r.is_baseline
-                    and not r.is_plain]  # (GAE runs are drawn as GAE below)
-            groups = defaultdict(list)
-            for r in mine:
-                groups[("naive " if r.naive else "") + f"kappa={r.kappa:g}"].append(r)
-            row = t.shared_row.get(variant, "")  # the baseline and GAE sampled as this variant was
-            for r in env_runs:
-                if r.is_gae and shared_row(r.sampling) == row:
-                    groups[f"GAE lambda={r.lambda_:g}"].append(r)
-            baseline = _dedupe_by_seed([r for r in env_runs if r.is_baseline and shared_row(r.sampling) == row])
-            if baseline:
-                groups["kappa=1 (baseline)"] = baseline
-            for label, group in sorted(groups.items()):
-                band = _mean_band(group)
-                if band is None:
-                    continue
-                x, mean, half = band
-                style = "--" if "baseline" in label else (":" if label.startswith(("naive", "GAE")) else "-")
-                line, = ax.plot(x, mean, style, label=f"{label} (n={len(group)})")
-                ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.15)
-                evaluation = _mean_band(group, curve="eval_curve")
-                if evaluation is not None:  # RLlib's periodic evaluation, beside the training curve
-                    ax.plot(evaluation[0], evaluation[1], style, color=line.get_color(), alpha=0.6, marker=".",
-                            markevery=10, label=f"{label} evaluation")
-            title = variant if variant != "plain" else "TRPO / GAE"
-            _title(ax, f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""))
-            _style(ax, "env steps", "episode return (mean, 95% band)")
-            ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8)
-        fig.tight_layout()
-        path = out / (f"curves_{_safe(t.env)}" + (f"_cfa{t.c_fa:g}" if t.c_fa is not None else "") + ".png")
-        fig.savefig(path, dpi=PLOT_DPI)
-        plt.close(fig)
-        paths.append(path)
+        stem = f"curves_{_safe(t.env)}" + (f"_cfa{t.c_fa:g}" if t.c_fa is not None else "")
+        paths += save_two_widths(lambda narrow, t=t: curves_figure(t, runs, narrow=narrow), out, stem)
     return paths
 
 
