@@ -174,10 +174,26 @@ def test_the_gamma_study_puts_every_cell_of_a_task_on_the_discount_axis():
                 assert drawn[f"mean|kappa|{variant}|{k:g}"].get_ydata()[0] == pytest.approx(cell.mean)
         left, right = fig.axes[:2]
         assert [t.get_text() for t in left.get_xticklabels()] == ["0.68", "0.92", "0.99"]
+        # one close pair (0.92, 0.99): its labels lean apart, level
+        assert [(t.get_ha(), t.get_rotation()) for t in left.get_xticklabels()] == [
+            ("center", 0), ("right", 0), ("left", 0)]
         assert [t.get_text() for t in right.get_xticklabels()] == ["0", "0.68", "1"]
         assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else plots.FIGURE_WIDTH_IN)
         (lx, ly), (rx, ry) = (ax.get_position().p0 for ax in (left, right))
         assert (lx == pytest.approx(rx) and ly > ry) if narrow else (rx > lx and ly == pytest.approx(ry))
+
+
+def test_the_discount_labels_turn_when_more_than_one_pair_stands_close():
+    """The cluster files' discounts (0.68, 0.84, 0.92, 0.98 and 0.99): three close pairs, leaning apart would
+    still print "0.840.920.98 0.99"; the labels turn 60 degrees instead."""
+    runs = _runs("Walker2d-v5", [600, 610, 620]) + _runs("Walker2d-v5", [1500, 1600, 1700], variant="kappa-pi",
+                                                         kappa=0.68)
+    for g in (0.68, 0.84, 0.92, 0.98):
+        runs += _runs("Walker2d-v5", [400, 420, 440], gamma=g)
+    [study] = lower_gamma.gamma_study(runs)
+    left = lower_gamma.study_figure(study).axes[0]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["0.68", "0.84", "0.92", "0.98", "0.99"]
+    assert {t.get_rotation() for t in left.get_xticklabels()} == {60}
 
 
 def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_over_the_tasks(tmp_path):
