@@ -141,16 +141,10 @@ def iqm_figure(aggregate: dict, base: str | None = None, narrow: bool = False):
 
 def write_iqm_figure(aggregate: dict, out: Path, base: str | None = None) -> list[Path]:
     """iqm.png and the phone's iqm_narrow.png."""
-    from kappa_rllib.report.data import _pyplot
-    from kappa_rllib.report.plots import PLOT_DPI
+    from kappa_rllib.report.plots import save_two_widths
 
-    paths = []
-    for narrow, name in ((False, "iqm.png"), (True, "iqm_narrow.png")):
-        fig = iqm_figure(aggregate, base, narrow=narrow)
-        paths.append(out / name)
-        fig.savefig(paths[-1], dpi=PLOT_DPI, bbox_inches="tight")
-        _pyplot().close(fig)
-    return paths
+    return save_two_widths(lambda narrow: iqm_figure(aggregate, base, narrow=narrow), out, "iqm",
+                           bbox_inches="tight")
 
 
 def _plots_unavailable() -> str | None:

@@ -36,16 +36,16 @@ FIGURE_WIDTH_IN = 9.0
 NARROW_WIDTH_IN = 4.0
 
 
-def save_two_widths(figure, out, stem: str) -> list:
+def save_two_widths(figure, out, stem: str, **savefig) -> list:
     """`<stem>.png` drawn by figure(narrow=False) and `<stem>_narrow.png` by figure(narrow=True), each saved at
-    PLOT_DPI and closed."""
+    PLOT_DPI (and `savefig`'s other options) and closed."""
     from kappa_rllib.report.data import _pyplot
 
     paths = []
     for narrow, suffix in ((False, ""), (True, "_narrow")):
         fig = figure(narrow=narrow)
         paths.append(out / f"{stem}{suffix}.png")
-        fig.savefig(paths[-1], dpi=PLOT_DPI)
+        fig.savefig(paths[-1], dpi=PLOT_DPI, **savefig)
         _pyplot().close(fig)
     return paths
 TITLE_WIDTH_CHARS = 70  # a longer title wraps onto a second line (a sub-env's kwargs)
