@@ -218,6 +218,13 @@ def test_a_population_members_rows_carry_the_setting_it_ran_with(ray_local, tmp_
     assert len(frame) >= 40 and frame[["config/lr", "config/seed"]].notna().all().all(), frame
     assert (frame["config/lr"] == frame["lr_ran"]).all(), frame[["training_iteration", "config/lr", "lr_ran"]]
     assert set(frame["lr_ran"]) - {0.05}, "no member was ever moved: PBT did not exploit"
+    # a member that starts again within the run (paused for the other's exploit, or exploited) keeps the rows it
+    # wrote since the last copy onto storage (tracking.loggers._KeepsStagedRows): result.json has every row Tune
+    # gave it, as progress.csv does (Tune's JSON logger copied storage's older result.json over them at each start)
+    for r in results:
+        csv_rows = pd.read_csv(Path(r.path) / "progress.csv")
+        assert list(r.metrics_dataframe["training_iteration"]) == list(csv_rows["training_iteration"])
+        assert csv_rows["training_iteration"].iloc[-1] == 40
 
 
 def test_report_merges_a_rows_axes_into_the_last_whole_config(tmp_path):
@@ -261,3 +268,45 @@ def test_config_axes_gives_each_row_the_axes_of_the_config_last_reported():
     assert all(r["checkpoint_dir_name"] is None for r in rows)  # Tune's Result.from_path needs the column
     axes.on_trial_complete(0, [trial], trial)
     assert axes._values == {}
+
+
+class FailsOnce(Seeded):
+    """A Seeded trial that raises once, at iteration `fail_at` (a marker file says it did)."""
+
+    def step(self):
+        marker = Path(self.config["marker"])
+        if self.count + 1 == self.config["fail_at"] and not marker.exists():
+            marker.write_text("failed")
+            raise RuntimeError("once")
+        return super().step()
+
+
+def test_a_retried_trial_keeps_the_rows_it_wrote_before_its_error(ray_local, tmp_path):
+    """A trial that errors at iteration 27, ~11 s in, retried from its checkpoint at 24: result.json and
+    progress.csv hold iterations 1-26, then 25-40 again, which `report` reads as the rollback it is (every iteration
+    once, the retried ones). Tune's loggers copied storage's copy of the rows back over them as the trial started
+    again: the rows as they were at the last sync (every ~10 s), a gap where that was before the checkpoint
+    (tracking.loggers._KeepsStagedRows)."""
+    import sys
+
+    import pandas as pd
+    from ray import cloudpickle
+
+    from kappa_rllib.experiments import Grid
+    from kappa_rllib.report.load import _rows
+    from kappa_rllib.tuning import driver
+
+    class Config(SeededConfig):
+        algo_class = FailsOnce
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    config = Config({"lr": 0.05, "seed": 0, "rows": 40, "sleep": 0.4, "fail_at": 27,
+                     "marker": str(tmp_path / "failed")})
+    (result,) = driver.run([Grid("retry", config)], str(tmp_path / "storage"), checkpoint_every=4, max_failures=1,
+                           verbose=0)["retry"]
+    assert (tmp_path / "failed").exists() and not result.error
+    want = list(range(1, 27)) + list(range(25, 41))
+    assert list(pd.read_csv(Path(result.path) / "progress.csv")["training_iteration"]) == want
+    assert list(result.metrics_dataframe["training_iteration"]) == want
+    assert [r["training_iteration"] for r in _rows(Path(result.path) / "result.json", population=False)] == \
+        list(range(1, 41))
