@@ -39,10 +39,10 @@ EXTRA = "kappa-rllib[track]"
 DEFAULT_PROJECT = "kappa-rllib"
 # kappa/phase as a number too (kappa/phase_index): MLflow keeps numeric metrics only
 PHASE_INDEX = {IMPROVEMENT: 0, EVALUATION: 1, DONE: 2}
-# result keys that are no metrics: the config (logged once, as the run's config / params), Tune's and
-# Ray's bookkeeping of where and when the result was made
-NOT_METRICS = ("config", "done", "should_checkpoint", "trial_id", "experiment_id", "experiment_tag", "date",
-               "timestamp", "hostname", "node_ip", "node_id", "pid", "env_runner_node_ids")
+# result keys that are no metrics: the config (logged once, as the run's config / params), the library
+# versions (kappa_rllib.versions; in result.json), Tune's and Ray's bookkeeping of where and when the result was made
+NOT_METRICS = ("config", "versions", "done", "should_checkpoint", "trial_id", "experiment_id", "experiment_tag",
+               "date", "timestamp", "hostname", "node_ip", "node_id", "pid", "env_runner_node_ids")
 # first in each logged result, then timers/*, then the rest (W&B's end-of-run console summary sorts its
 # keys alphabetically whatever the order: wandb/sdk/wandb_run.py, Run._footer_summary)
 HEADLINE = ("env_runners/episode_return_mean", "evaluation/env_runners/episode_return_mean", "kappa/phase",

@@ -11,6 +11,7 @@ from ray.tune.tune import _Config
 
 from kappa_rllib import KappaPITRPOConfig
 from kappa_rllib.tuning.config_once import ConfigOnceMixin
+from kappa_rllib.versions import libraries
 
 
 class Counter(ConfigOnceMixin, tune.Trainable):
@@ -40,8 +41,9 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
     rows = [t.train() for _ in range(4)]
     assert [r["count"] for r in rows] == [1, 2, 3, 4]
     assert configs(rows)[2:] == [None, None] and rows[0]["config"]["lr"] == rows[1]["config"]["lr"] == 0.1
-    # every other key Tune fills in is on every row
-    assert {k for k in rows[0] if k != "config"} == set(rows[2]) == set(rows[3])
+    # every other key Tune fills in is on every row; the library versions on a stretch's first only
+    assert {k for k in rows[0] if k not in ("config", "versions")} == set(rows[2]) == set(rows[3])
+    assert [r.get("versions") for r in rows] == [libraries(), None, None, None]
 
     t.config["lr"] = 0.2  # changed in place (PBT's explore on a plain Trainable's dict)
     rows = [t.train() for _ in range(2)]
@@ -56,6 +58,7 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
     again.restore(saved)
     rows = [again.train() for _ in range(3)]
     assert rows[0]["count"] == 7 and configs(rows) == [{"lr": 0.2}, {"lr": 0.2}, None]
+    assert [r.get("versions") for r in rows] == [libraries(), None, None]
 
     assert again.reset({"lr": 0.3})  # Tune reusing the actor for another trial
     rows = [again.train() for _ in range(3)]
@@ -77,6 +80,22 @@ def test_a_kappa_algorithm_reports_rllibs_config_dict_once_a_stretch(ray_local, 
     assert rows[0]["config"] == rows[1]["config"] == algo.config.to_dict() and "config" not in rows[2]
     assert rows[2]["kappa"]["batches"] == 6
     algo.stop()
+
+
+def test_the_versions_a_row_names_are_the_installed_ones():
+    """kappa_rllib.versions: the process's Python and the installed versions of the libraries behind a number."""
+    import platform
+    from importlib import metadata
+
+    import gymnasium
+    import ray
+    import torch
+
+    found = libraries()
+    assert found["python"] == platform.python_version() and found["ray"] == ray.__version__ == "2.60.0"
+    assert found["torch"] == torch.__version__ and found["gymnasium"] == gymnasium.__version__
+    assert found["kappa-rllib"] == metadata.version("kappa-rllib") and found["mujoco"] == metadata.version("mujoco")
+    assert list(found)[:3] == ["python", "kappa-rllib", "ray"]
 
 
 def test_a_config_that_cannot_be_compared_is_on_every_row():

@@ -854,3 +854,28 @@ def test_a_title_names_the_experiment_on_every_page_written(results, tmp_path):
     assert {"table.md", "iqm.md"} <= {p.name for p in pages}
     for p in pages:
         assert p.read_text().startswith("# Breakout check: "), p.name
+
+
+def test_report_says_which_library_versions_each_trial_ran_with(tmp_path):
+    """A trial's rows say which library versions it ran with on each stretch's first row (kappa_rllib.versions):
+    scores.csv gives each trial's (two sets where a resume ran on others), table.md each set with its count, and
+    the trials from before they were recorded as such."""
+    from kappa_rllib.report import report
+
+    old = {"python": "3.11.7", "ray": "2.60.0", "mujoco": "3.3.7"}
+    new = {"python": "3.11.7", "ray": "2.60.0", "mujoco": "4.0.1"}
+    for seed, stretches in enumerate([{0: old}, {0: old, 2: new}, {}, {0: new}]):
+        write_trial(tmp_path / "grid", f"trial_{seed}", 100 + seed, env="Hopper-v5", seed=seed)
+        result = tmp_path / "grid" / f"trial_{seed}" / "result.json"
+        rows = [json.loads(line) for line in result.read_text().splitlines()]
+        for i, found in stretches.items():
+            rows[i]["versions"] = found
+        result.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    report(tmp_path / "grid", tmp_path / "out", reps=50)
+    with open(tmp_path / "out" / "scores.csv") as f:
+        got = {row["seed"]: row["versions"] for row in csv.DictReader(f)}
+    old_text, new_text = "python 3.11.7, ray 2.60.0, mujoco 3.3.7", "python 3.11.7, ray 2.60.0, mujoco 4.0.1"
+    assert got == {"0": old_text, "1": f"{old_text} | {new_text}", "2": "", "3": new_text}
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert (f"- {old_text}: 1 trial(s)\n- {old_text} | {new_text}: 1 trial(s)\n- {new_text}: 1 trial(s)\n"
+            "- not recorded (trials from before kappa-rllib recorded them): 1 trial(s)\n") in table

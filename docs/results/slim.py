@@ -7,8 +7,8 @@
 A third argument keeps only the grids named (comma-separated): a file whose grids belong to two results folders.
 
 Each finished trial's params.json, and its result.json rows with only: the iteration, `done`, the time and
-Tune's restore counters, kappa's `kappa` and `variant`, and the env runners' episode returns, env-step count
-and mean return.
+Tune's restore counters, kappa's `kappa` and `variant`, the env runners' episode returns, env-step count
+and mean return, and the library versions the trial ran with (where it reported them).
 """
 
 import json
@@ -24,7 +24,9 @@ def slim(row: dict) -> dict:
             **{k: row[k] for k in ("iterations_since_restore", "time_since_restore") if k in row},
             "kappa": {k: row["kappa"][k] for k in ("kappa", "variant") if k in row.get("kappa", {})},
             "env_runners": {k: runners[k] for k in ("episode_returns", "num_env_steps_sampled_lifetime",
-                                                    "episode_return_mean") if k in runners}}
+                                                    "episode_return_mean") if k in runners},
+            # the library versions the trial ran with, on a stretch's first row (kappa_rllib.versions)
+            **({"versions": row["versions"]} if "versions" in row else {})}
 
 
 def main(experiment: Path, out: Path, grids: set | None = None) -> None:

@@ -27,7 +27,8 @@ nothing, and writes:
   kappa = 1 baseline dashed), x = env steps, and `..._narrow.png`, 4 in wide, each legend under its panel,
   for a phone; `heatmap_<env>_<variant>.png` - final score over
   kappa x C_FA where C_FA varies.
-* `scores.csv` - every run's settings and score.
+* `scores.csv` - every run's settings and score, and the library versions it ran with (kappa_rllib.versions);
+  `table.md` says which sets of versions its trials ran with.
 
 A run's score is the paper's final training performance: the mean raw return of the last 10%
 of its training episodes (at least one), from the per-episode returns every iteration reports
@@ -110,7 +111,7 @@ def _report(root, out, reps, include_unfinished, notes, score_window) -> list[Pa
     tables = build_tables(runs)
     paper = load_paper_tables()
     paths += write_tables(tables, out, paper, left_out=0 if include_unfinished else unfinished,
-                          score_window=score_window)
+                          score_window=score_window, runs=runs)
     paths += write_vs_paper(tables, runs, paper, out)
     missing = iqm_unavailable()
     if missing is None:

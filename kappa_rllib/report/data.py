@@ -46,6 +46,9 @@ class Run:
     done: bool = True  # reached its T (reported `done`); unfinished runs stay out of the tables
     kappa_path: np.ndarray | None = None  # the kappa in force at each report (adaptive kappa moves it)
     population: str | None = None  # the PBT / PB2 population (Tune experiment) the run is a member of
+    # the library versions it ran with, one per distinct set its stretches reported (kappa_rllib.versions);
+    # () for a trial from before they were recorded
+    versions: tuple = ()
     # RLlib's periodic evaluation (evaluation/env_runners/episode_return_mean) at each report, nan before
     # the first; None if the run was not evaluated
     eval_curve: np.ndarray | None = None

@@ -12,6 +12,7 @@ import numpy as np
 
 from kappa_rllib.report.data import Run
 from kappa_rllib.variant import PHI_OPTION_DEFAULTS
+from kappa_rllib.versions import KEY as VERSIONS
 
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "data" / "paper_tables.csv"
@@ -38,8 +39,10 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
     if not rows:
         return None
     episode_returns, episode_steps, steps, curve, kappas, variant, evaluated = [], [], [], [], [], "plain", []
-    timelines, last_timeline = [], 0
+    timelines, last_timeline, versions = [], 0, []
     for i, row in enumerate(rows):
+        if isinstance(row.get(VERSIONS), dict) and row[VERSIONS] not in versions:
+            versions.append(row[VERSIONS])
         if row.get(_NEW_TIMELINE):
             timelines.append(i)
             last_timeline = len(episode_returns)
@@ -88,6 +91,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         timelines=tuple(timelines),
         last_timeline=last_timeline,
         sampling=sampling,
+        versions=tuple(versions),
     )
 
 

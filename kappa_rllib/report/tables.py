@@ -210,8 +210,25 @@ def _table_lines(tables: list[EnvTable], paper: dict):
             yield t, label, variant or "-", cols
 
 
+def versions_lines(runs: list[Run]) -> list[str]:
+    """Markdown: each set of library versions the `runs` ran with (kappa_rllib.versions) and how many ran with it;
+    nothing where no run recorded them."""
+    from collections import Counter
+
+    from kappa_rllib.versions import describe
+
+    counts = Counter(" | ".join(describe(v) for v in r.versions) for r in runs)
+    if not any(counts):
+        return []
+    lines = ["Library versions the trials ran with (each trial's own, `scores.csv` has them per trial):", ""]
+    for text, n in sorted(counts.items(), key=lambda item: (item[0] == "", -item[1], item[0])):
+        lines.append(f"- {text}: {n} trial(s)" if text else
+                     f"- not recorded (trials from before kappa-rllib recorded them): {n} trial(s)")
+    return lines + [""]
+
+
 def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int = 0,
-                 score_window: str = "episodes") -> list[Path]:
+                 score_window: str = "episodes", runs: list[Run] = ()) -> list[Path]:
     base = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
@@ -223,6 +240,7 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
     if left_out:
         md += [f"{left_out} unfinished trial(s) (not `done`: running, stopped or failed) are left out; "
                "see scores.csv.", ""]
+    md += versions_lines(runs)
     rows_csv = []
     tex = ["\\begin{tabular}{l|l|" + "c|" * (len(COLUMNS) - 1) + "c}", "\\hline",
            "Domain & Alg. & $\\kappa_{\\mathrm{best}}$ & $\\kappa=0$ & baseline, $\\kappa=1$ & "
@@ -280,14 +298,18 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
 
 def write_scores(runs: list[Run], out: Path, root: Path | None = None) -> Path:
     """One row per trial; its `path` relative to the experiment folder `root` (where given), so the
-    file means the same wherever the folder is moved or published."""
+    file means the same wherever the folder is moved or published; the library versions it ran with
+    (kappa_rllib.versions: empty where not recorded; sets apart by " | " where its stretches differed)."""
+    from kappa_rllib.versions import describe
+
     path = out / "scores.csv"
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["env", "family", "variant", "kappa", "c_fa", "naive", "gamma", "lambda", "seed",
-                         "episodes", "env_steps", "done", "score", "path"])
+                         "episodes", "env_steps", "done", "score", "path", "versions"])
         for r in runs:
             writer.writerow([r.env, r.family, r.variant, r.kappa, r.c_fa, r.naive, r.gamma, r.lambda_, r.seed,
                              len(r.episode_returns), r.env_steps, r.done, r.score,
-                             os.path.relpath(r.path, root) if root is not None else r.path])
+                             os.path.relpath(r.path, root) if root is not None else r.path,
+                             " | ".join(describe(v) for v in r.versions)])
     return path

@@ -10,7 +10,8 @@ one driver feeds", has the benchmark).
 the whole `config` on the first two rows of every stretch of training (a start, a restore from a checkpoint:
 Tune counts `iterations_since_restore` from 1 there; a `reset_config`; two, so that a row cut short by a kill or
 a full disk does not take a stretch's only copy) and on any row whose config differs from the one last
-reported, and leaves it out of every other row.
+reported, and leaves it out of every other row. A stretch's first row also says which library versions the
+trial ran with (kappa_rllib.versions).
 
 On the driver, around Tune's loggers (`around_loggers`, as `kappa-rllib tune` runs them):
 
@@ -46,6 +47,8 @@ from __future__ import annotations
 
 from ray.tune import Callback
 
+from kappa_rllib import versions
+
 CONFIG = "config"  # ray.tune.result.CONFIG_PREFIX, the key Tune fills in
 FIRST_ROWS = 2  # a stretch's rows that carry it, whatever
 CHECKPOINT_DIR_NAME = "checkpoint_dir_name"  # ray.train.constants.CHECKPOINT_DIR_NAME
@@ -61,6 +64,8 @@ class ConfigOnceMixin:
         if CONFIG not in filled:
             return filled
         config, trial_id = filled[CONFIG], filled.get("trial_id")
+        if filled.get("iterations_since_restore", 1) == 1:  # a stretch's first row: what it ran with
+            filled[versions.KEY] = versions.libraries()
         first = filled.get("iterations_since_restore", 1) <= FIRST_ROWS
         if first or self._config_reported is None or not _equal((trial_id, config), self._config_reported):
             # a copy: a plain Trainable's config is one dict, which it may change in place
