@@ -115,11 +115,12 @@ def test_wandb_entity_defaults_to_wandb_entity(monkeypatch):
 
 
 def test_metrics_leave_the_config_out_and_put_the_return_first():
-    """The config RLlib copies into every result is no metric (it is the run's config / params, once);
-    the env steps, the return, the kappa phase and the timers come first."""
+    """The config RLlib copies into every result is no metric (it is the run's config / params, once), nor are
+    the library versions; the env steps, the return, the kappa phase and the timers come first."""
     from kappa_rllib import tracking
 
     result = {"config": {"_disable_preprocessor_api": False, "lr": 0.1, "model": {"fcnet_hiddens": [64]}},
+              "versions": {"python": "3.11.7", "ray": "2.60.0"},  # a stretch's first row (kappa_rllib.versions)
               "learners": {"default_policy": {"qf_loss": 0.5}}, "hostname": "vm", "pid": 7, "done": False,
               "timers": {"training_step": 0.2}, "training_iteration": 3,
               "kappa": {"iteration": 2, "num_iterations": 9, "phase": "evaluation"},
