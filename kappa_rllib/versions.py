@@ -2,8 +2,9 @@
 simulator and the frameworks behind it: MuJoCo's physics and ALE's emulation change between releases, and the
 package pins only ray[rllib] and torch exactly (pyproject.toml).
 
-A trial reports them on the first row of each stretch of training (kappa_rllib.tuning.config_once: where its
-config is too), from the process that ran it: on a cluster, the worker's, which need not be the driver's.
+A trial reports them on the first two rows of each stretch of training (kappa_rllib.tuning.config_once: where
+its config is too), from the process that ran it: on a cluster, the worker's, which need not be the driver's.
+They go to result.json, not progress.csv (kappa_rllib.tuning.tracking.loggers.RowsCSV).
 `report` says which versions its trials ran with (kappa_rllib.report)."""
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
     rows = [t.train() for _ in range(4)]
     assert [r["count"] for r in rows] == [1, 2, 3, 4]
     assert configs(rows)[2:] == [None, None] and rows[0]["config"]["lr"] == rows[1]["config"]["lr"] == 0.1
-    # every other key Tune fills in is on every row; the library versions on a stretch's first only
+    # every other key Tune fills in is on every row; the library versions on a stretch's first two, with the config
     assert {k for k in rows[0] if k not in ("config", "versions")} == set(rows[2]) == set(rows[3])
-    assert [r.get("versions") for r in rows] == [libraries(), None, None, None]
+    assert [r.get("versions") for r in rows] == [libraries(), libraries(), None, None]
 
     t.config["lr"] = 0.2  # changed in place (PBT's explore on a plain Trainable's dict)
     rows = [t.train() for _ in range(2)]
@@ -58,11 +58,12 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
     again.restore(saved)
     rows = [again.train() for _ in range(3)]
     assert rows[0]["count"] == 7 and configs(rows) == [{"lr": 0.2}, {"lr": 0.2}, None]
-    assert [r.get("versions") for r in rows] == [libraries(), None, None]
+    assert [r.get("versions") for r in rows] == [libraries(), libraries(), None]
 
     assert again.reset({"lr": 0.3})  # Tune reusing the actor for another trial
     rows = [again.train() for _ in range(3)]
     assert configs(rows) == [{"lr": 0.3}, {"lr": 0.3}, None]
+    assert [r.get("versions") for r in rows] == [libraries(), libraries(), None]
     t.stop()
     again.stop()
 
@@ -96,6 +97,34 @@ def test_the_versions_a_row_names_are_the_installed_ones():
     assert found["torch"] == torch.__version__ and found["gymnasium"] == gymnasium.__version__
     assert found["kappa-rllib"] == metadata.version("kappa-rllib") and found["mujoco"] == metadata.version("mujoco")
     assert list(found)[:3] == ["python", "kappa-rllib", "ray"]
+
+
+def test_progress_csv_keeps_its_columns_when_a_stretch_reports_versions_its_first_did_not(tmp_path):
+    """progress.csv's columns are its first row's; a later stretch (a retry, a `--resume` of a trial begun before
+    versions were reported, a node without one of the libraries) is written under that header with its own first
+    row's keys. RowsCSV leaves the versions (a stretch's first rows) out, so every row has the header's fields."""
+    import pandas as pd
+
+    from kappa_rllib.tuning.tracking.loggers import RowsCSV
+
+    class Trial:  # what the logger reads of Tune's Trial (a key of its dicts)
+        local_path, checkpoint = str(tmp_path), None
+
+        def init_local_path(self):
+            pass
+
+    trial = Trial()
+    logger = RowsCSV()
+    for i in (1, 2, 3):  # a stretch from before versions were reported
+        logger.log_trial_result(i, trial, {"training_iteration": i, "iterations_since_restore": i, "score": 0.5})
+    logger.log_trial_end(trial)
+    again = RowsCSV()  # the resumed stretch: another driver
+    for i, found in ((4, {"python": "3.11.7", "ray": "2.60.0"}), (5, {"python": "3.11.7"}), (6, None)):
+        row = {"training_iteration": i, "iterations_since_restore": i - 3, "score": 1.0}
+        again.log_trial_result(i, trial, {**row, "versions": found} if found else row)
+    frame = pd.read_csv(tmp_path / "progress.csv")
+    assert list(frame.columns) == ["training_iteration", "iterations_since_restore", "score"]
+    assert list(frame["training_iteration"]) == [1, 2, 3, 4, 5, 6] and list(frame["score"]) == [0.5] * 3 + [1.0] * 3
 
 
 def test_a_config_that_cannot_be_compared_is_on_every_row():

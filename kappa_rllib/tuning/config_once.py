@@ -10,8 +10,8 @@ one driver feeds", has the benchmark).
 the whole `config` on the first two rows of every stretch of training (a start, a restore from a checkpoint:
 Tune counts `iterations_since_restore` from 1 there; a `reset_config`; two, so that a row cut short by a kill or
 a full disk does not take a stretch's only copy) and on any row whose config differs from the one last
-reported, and leaves it out of every other row. A stretch's first row also says which library versions the
-trial ran with (kappa_rllib.versions).
+reported, and leaves it out of every other row. A stretch's first two rows also say which library versions the
+trial ran with (kappa_rllib.versions; in result.json, not progress.csv: tracking.loggers.RowsCSV).
 
 On the driver, around Tune's loggers (`around_loggers`, as `kappa-rllib tune` runs them):
 
@@ -64,9 +64,9 @@ class ConfigOnceMixin:
         if CONFIG not in filled:
             return filled
         config, trial_id = filled[CONFIG], filled.get("trial_id")
-        if filled.get("iterations_since_restore", 1) == 1:  # a stretch's first row: what it ran with
-            filled[versions.KEY] = versions.libraries()
         first = filled.get("iterations_since_restore", 1) <= FIRST_ROWS
+        if first:  # what it ran with, beside the config (two rows: a row cut short does not take the only copy)
+            filled[versions.KEY] = versions.libraries()
         if first or self._config_reported is None or not _equal((trial_id, config), self._config_reported):
             # a copy: a plain Trainable's config is one dict, which it may change in place
             self._config_reported = (trial_id, _copy(config))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
 
+from kappa_rllib.versions import KEY as VERSIONS
+
 
 def tune_loggers(*, tensorboard: bool = False) -> list:
     """Tune's loggers of a grid's trials: result.json (what `report`, `--resume` and the trackers' repairs
@@ -29,8 +31,11 @@ class _KeepsStagedRows:
     again in the same run (a PBT / PB2 member paused for another's exploit, or exploited; a retry after an
     error) lost its rows written since that sync, and storage got the shortened file at the next one. The rows
     a restart from an older checkpoint writes again are the report's to read as a rollback
-    (kappa_rllib.report.load); a `--resume` on a cluster still up deletes the killed driver's staging folder
-    first (kappa_rllib.tuning.repair.drop_stale_staging), so storage is what it goes on from."""
+    (kappa_rllib.report.load). A `--resume` starts from storage's copy: its driver's staging folder is new, or,
+    on a cluster still up, the killed driver's, which `--resume` deletes first for a local or NFS folder
+    (kappa_rllib.tuning.repair.drop_stale_staging; for a bucket, Tune's first sync has already copied it up,
+    before any trial starts, as without this class). Through Ray Client, a grid started by a kappa-rllib before
+    this class keeps the loggers it was started with (Tune restores them from its tuner.pkl)."""
 
     def _restore_from_remote(self, file_name: str, trial) -> None:
         local = Path(trial.local_path, file_name)
@@ -56,7 +61,16 @@ class RowsJson(_KeepsStagedRows, JsonLoggerCallback):
 
 
 class RowsCSV(_KeepsStagedRows, CSVLoggerCallback):
-    """Tune's progress.csv logger (`_KeepsStagedRows`)."""
+    """Tune's progress.csv logger (`_KeepsStagedRows`), without the library versions (kappa_rllib.versions) a
+    stretch's first rows carry: the file's columns are its first row's, and Tune names those of a later stretch
+    (a retry, a `--resume`) after that stretch's first row, under the same header. So their columns would come
+    and go with the stretches (a resumed trial that began before they were reported, a node without one of the
+    libraries); they are in result.json."""
+
+    def log_trial_result(self, iteration, trial, result):
+        if VERSIONS in result:
+            result = {k: v for k, v in result.items() if k != VERSIONS}
+        super().log_trial_result(iteration, trial, result)
 
 
 class NoTensorBoard(TBXLoggerCallback):
