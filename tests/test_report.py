@@ -621,6 +621,13 @@ def test_an_adaptive_member_is_drawn_in_pieces_where_it_took_a_donors_checkpoint
                       ([100, 200, 300, 400], [.8, .8, .8, .8])]
     assert [t.get_text() for t in ax_kappa.get_legend().get_texts()] == [
         "member 0 (start kappa=0.9, score 2.0)", "member 1 (start kappa=0.8, score 2.0)"]  # one entry a member
+    # adaptive.md ends with the library versions its members ran with (kappa_rllib.versions)
+    a.versions = ({"python": "3.11.7", "mujoco": "4.0.1"},)
+    adaptive.write([a, b], [], tmp_path)
+    assert (tmp_path / "adaptive.md").read_text().endswith(
+        "\n\nLibrary versions the trials ran with (each trial's own, `scores.csv` has them per trial):\n\n"
+        "- python 3.11.7, mujoco 4.0.1: 1 trial(s)\n"
+        "- not recorded (trials from before kappa-rllib recorded them): 1 trial(s)\n")
 
 
 def test_kappa_pi_trpos_v_phi_ablations_are_their_own_rows(tmp_path):

@@ -22,6 +22,7 @@ import numpy as np
 
 from kappa_rllib.report.data import SCORE_RULES, Cell, Run, _pyplot, _safe
 from kappa_rllib.report.plots import LEGEND_FONT_PT, PANEL_HEIGHT_IN, PANEL_WIDTH_IN, PLOT_DPI, _style, _title
+from kappa_rllib.report.tables import versions_lines
 
 
 def _fmt(cell: Cell, extra: str = "") -> str:
@@ -99,7 +100,8 @@ def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "
         plt.close(fig)
         paths.append(path)
     md, csv_path = out / "adaptive.md", out / "adaptive.csv"
-    md.write_text("\n".join(lines) + "\n")
+    versions = versions_lines(members)  # the members' (the fixed-kappa runs': table.md)
+    md.write_text("\n".join(lines + ([""] + versions[:-1] if versions else [])) + "\n")
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows_csv[0]) if rows_csv else ["env"])
         writer.writeheader()
