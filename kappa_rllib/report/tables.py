@@ -7,12 +7,13 @@ import csv
 import dataclasses
 import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from kappa_rllib.report.data import SCORE_RULES, Cell, Run, is_plain, shared_row
+from kappa_rllib.versions import describe
 
 
 PAPER_C_FA = {"dqn": 0.05, "trpo": 0.2}  # the C_FA of the paper's Tables 1 and 2 (at gamma 0.99)
@@ -213,10 +214,6 @@ def _table_lines(tables: list[EnvTable], paper: dict):
 def versions_lines(runs: list[Run]) -> list[str]:
     """Markdown: each set of library versions the `runs` ran with (kappa_rllib.versions) and how many ran with it;
     nothing where no run recorded them."""
-    from collections import Counter
-
-    from kappa_rllib.versions import describe
-
     counts = Counter(" | ".join(describe(v) for v in r.versions) for r in runs)
     if not any(counts):
         return []
@@ -300,8 +297,6 @@ def write_scores(runs: list[Run], out: Path, root: Path | None = None) -> Path:
     """One row per trial; its `path` relative to the experiment folder `root` (where given), so the
     file means the same wherever the folder is moved or published; the library versions it ran with
     (kappa_rllib.versions: empty where not recorded; sets apart by " | " where its stretches differed)."""
-    from kappa_rllib.versions import describe
-
     path = out / "scores.csv"
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
