@@ -10,7 +10,7 @@ from ray import tune
 from ray.tune.tune import _Config
 
 from kappa_rllib import KappaPITRPOConfig
-from kappa_rllib.tuning.config_once import ConfigOnceMixin
+from kappa_rllib.tuning.config_once import COMPACT, ConfigOnceMixin
 from kappa_rllib.versions import libraries
 
 
@@ -36,8 +36,13 @@ def configs(rows):
     return [row.get("config") for row in rows]
 
 
+def opted(**settings) -> dict:
+    """A trial config that opts into compact rows, as `kappa-rllib tune`'s param space does (config_once.compact)."""
+    return {**settings, COMPACT: True}
+
+
 def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_changes(tmp_path):
-    t = Counter(config={"lr": 0.1, "env_config": {"obs": [0.0, 0.0]}})
+    t = Counter(config=opted(lr=0.1, env_config={"obs": [0.0, 0.0]}))
     rows = [t.train() for _ in range(4)]
     assert [r["count"] for r in rows] == [1, 2, 3, 4]
     assert configs(rows)[2:] == [None, None] and rows[0]["config"]["lr"] == rows[1]["config"]["lr"] == 0.1
@@ -54,15 +59,15 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
     rows = [t.train() for _ in range(3)]
     assert rows[0]["iterations_since_restore"] == 1 and configs(rows) == [t.config, t.config, None]
 
-    again = Counter(config={"lr": 0.2})  # a new actor (a retry, --resume)
+    again = Counter(config=opted(lr=0.2))  # a new actor (a retry, --resume)
     again.restore(saved)
     rows = [again.train() for _ in range(3)]
-    assert rows[0]["count"] == 7 and configs(rows) == [{"lr": 0.2}, {"lr": 0.2}, None]
+    assert rows[0]["count"] == 7 and configs(rows) == [opted(lr=0.2), opted(lr=0.2), None]
     assert [r.get("versions") for r in rows] == [libraries(), libraries(), None]
 
-    assert again.reset({"lr": 0.3})  # Tune reusing the actor for another trial
+    assert again.reset(opted(lr=0.3))  # Tune reusing the actor for another trial
     rows = [again.train() for _ in range(3)]
-    assert configs(rows) == [{"lr": 0.3}, {"lr": 0.3}, None]
+    assert configs(rows) == [opted(lr=0.3), opted(lr=0.3), None]
     assert [r.get("versions") for r in rows] == [libraries(), libraries(), None]
     t.stop()
     again.stop()
@@ -71,6 +76,7 @@ def test_a_trainable_reports_its_config_on_a_stretchs_first_row_and_when_it_chan
 def test_a_kappa_algorithm_reports_rllibs_config_dict_once_a_stretch(ray_local, tmp_path):
     config = KappaPITRPOConfig().environment("CartPole-v1").training(
         kappa=0.9, c_fa=0.3, total_env_steps=128 * 26, train_batch_size=128).debugging(seed=0)
+    setattr(config, COMPACT, True)  # what kappa-rllib tune's param space sets (config_once.compact)
     algo = config.build_algo()
     rows = [algo.train() for _ in range(3)]
     assert rows[0]["config"] == rows[1]["config"] == algo.config.to_dict() and rows[0]["config"]["kappa"] == 0.9
@@ -127,8 +133,20 @@ def test_progress_csv_keeps_its_columns_when_a_stretch_reports_versions_its_firs
     assert list(frame["training_iteration"]) == [1, 2, 3, 4, 5, 6] and list(frame["score"]) == [0.5] * 3 + [1.0] * 3
 
 
+def test_a_trial_that_does_not_opt_in_reports_its_config_on_every_row(tmp_path):
+    """RLlib's habit, kept outside kappa-rllib tune's driver: `Algorithm.train()` in a script and a plain `tune.Tuner`
+    see the whole config on every row (RLlib's check_train_results_new_api_stack asserts it)."""
+    t = Counter(config={"lr": 0.1})
+    rows = [t.train() for _ in range(4)]
+    assert configs(rows) == [{"lr": 0.1}] * 4
+    assert [r.get("versions") for r in rows] == [libraries(), libraries(), None, None]
+    t.restore(t.save(str(tmp_path / "a")))
+    assert configs([t.train() for _ in range(3)]) == [{"lr": 0.1}] * 3
+    t.stop()
+
+
 def test_a_config_that_cannot_be_compared_is_on_every_row():
-    t = Counter(config={"lr": 0.1, "env_config": {"obs": np.zeros(2)}})  # ndarray == ndarray is no bool
+    t = Counter(config=opted(lr=0.1, env_config={"obs": np.zeros(2)}))  # ndarray == ndarray is no bool
     assert all(r["config"]["lr"] == 0.1 for r in [t.train() for _ in range(3)])
     t.stop()
 
@@ -149,7 +167,7 @@ def test_tunes_result_has_the_config_the_files_leave_out(ray_local, tmp_path):
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Counter: its workers cannot import tests/
-    tuner = tune.Tuner(Counter, param_space={"lr": tune.grid_search([0.1, 0.2]), "other": 1},
+    tuner = tune.Tuner(Counter, param_space=opted(lr=tune.grid_search([0.1, 0.2]), other=1),
                        run_config=RunConfig(name="once", storage_path=str(tmp_path), stop={"training_iteration": 4},
                                             callbacks=around_loggers(tune_loggers()), verbose=0))
     results = tuner.fit()

@@ -658,6 +658,39 @@ def test_an_env_made_with_keyword_arguments_is_its_own_task(tmp_path):
     assert envs == {"plain": "Ant-v5", "kw": "Ant-v5 (contact_cost_weight=0, include_cfrc_ext_in_observation=False)"}
 
 
+def test_a_trpo_trial_with_an_authors_switch_is_kept_apart(tmp_path):
+    """A TRPO-family trial with a switch to the authors' code set (load.AUTHORS_DEFAULTS: the config's defaults) is
+    its own variant, each switch named once in the label, never averaged into the default cell; a params.json that
+    lacks them (older trials) ran the defaults."""
+    from kappa_rllib import KappaVITRPOConfig
+    from kappa_rllib.report.load import AUTHORS_DEFAULTS
+
+    config = KappaVITRPOConfig()
+    assert AUTHORS_DEFAULTS["trpo"] == {k: getattr(config, k) for k in AUTHORS_DEFAULTS["trpo"]}
+    trials = {"absent": (700, {}, "vi"), "default": (710, dict(AUTHORS_DEFAULTS["trpo"]), "vi"),
+              "trunc": (900, {"truncation_as_terminal": True}, "vi"),
+              "all": (1000, {"truncation_as_terminal": True, "copy_phi_after_first_batch": True,
+                             "kl_accept_factor": 1.5, "fvp_subsample": 5, "orthogonal_init": True,
+                             "num_envs_per_env_runner": 1}, "vi"),
+              "trpo_init": (300, {"orthogonal_init": True}, None)}
+    for name, (score, extra, kind) in trials.items():
+        if kind:
+            write_trial(tmp_path, name, score, env="Hopper-v5", variant=kind, kappa=0.92, c_fa=0.2)
+        else:
+            write_trial(tmp_path, name, score, env="Hopper-v5")
+        params = json.loads((tmp_path / name / "params.json").read_text())
+        (tmp_path / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, **extra}))
+    runs = report.load_runs(tmp_path)
+    assert {os.path.basename(r.path): r.variant for r in runs} == {
+        "absent": "kappa-vi", "default": "kappa-vi", "trunc": "kappa-vi (truncation_as_terminal=True)",
+        "all": "kappa-vi (truncation_as_terminal=True, orthogonal_init=True, copy_phi_after_first_batch=True, "
+               "kl_accept_factor=1.5, fvp_subsample=5, num_envs_per_env_runner=1)",
+        "trpo_init": "plain (orthogonal_init=True)"}
+    (t,) = report.build_tables(runs)
+    assert t.rows["kappa-vi"]["kappa_best"].scores.tolist() == [700.0, 710.0]
+    assert t.rows["kappa-vi (truncation_as_terminal=True)"]["kappa_best"].scores.tolist() == [900.0]
+
+
 def test_a_trpo_trial_with_other_sub_envs_per_env_runner_is_kept_apart(tmp_path):
     """A TRPO-family trial whose num_envs_per_env_runner is not the family's default 4 (given, or absent in
     older params.json: the default) is its own variant: " (num_envs_per_env_runner=1)" is appended, after a

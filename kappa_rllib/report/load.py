@@ -64,6 +64,8 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
     ablations = []
     if variant == "kappa-pi":  # kappa-PI-TRPO's V_phi ablations (kappa_rllib.variant), each apart from the default
         ablations = [f"{k}={params[k]}" for k, default in PHI_OPTION_DEFAULTS.items() if params.get(k, default) != default]
+    ablations += [f"{k}={params[k]}" for k, default in AUTHORS_DEFAULTS.get(family, {}).items()
+                  if params.get(k, default) != default]
     sampling = _sampling(params, family)
     options = ablations + ([sampling] if sampling else [])
     variant += f" ({', '.join(options)})" if options else ""
@@ -99,6 +101,10 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
 # kappa_rllib/algorithms/config_mixins.py; tests/test_report.py checks they agree): a trial sampled otherwise
 # is kept apart from the default cells. A trial whose params.json lacks a key (older ones) ran the default.
 SAMPLING_DEFAULTS = {"trpo": {"num_envs_per_env_runner": 4}}
+# The TRPO family's switches to the authors' code (TRPOConfig, KappaTRPOConfig; docs/paper-settings.md): a trial
+# with any of them set is its own cell, "kappa-vi (truncation_as_terminal=True)", never averaged with the defaults.
+AUTHORS_DEFAULTS = {"trpo": {"truncation_as_terminal": False, "orthogonal_init": False,
+                             "copy_phi_after_first_batch": False, "kl_accept_factor": 1.0, "fvp_subsample": 1}}
 
 
 def _sampling(params: dict, family: str) -> str:

@@ -6,8 +6,14 @@ Tune's `Trainable.get_auto_filled_metrics` puts the trial's whole config into ev
 for its checks, stoppers and schedulers, the JSON and CSV loggers, and the syncs' copies of result.json (docs/experiments.md, "How many trials
 one driver feeds", has the benchmark).
 
+Compact rows are the project's own driver's choice, never a default: a trial whose config sets
+`compact_result_rows` (`COMPACT`; `kappa-rllib tune` sets it in each grid's param space, `compact()`) gets them,
+and every other run (`Algorithm.train()` in a script, a plain `tune.Tuner(KappaPIDQN, param_space=config)`) keeps
+the whole `config` on every row, as RLlib's own algorithms do: RLlib's `check_train_results_new_api_stack` and
+Tune's `Result.config` / `metrics_dataframe["config/..."]` then read it on every row.
+
 `ConfigOnceMixin`, mixed into this package's Algorithms (and the driver benchmark's replay trainable), keeps
-the whole `config` on the first two rows of every stretch of training (a start, a restore from a checkpoint:
+(where the trial's config opts in) the whole `config` on the first two rows of every stretch of training (a start, a restore from a checkpoint:
 Tune counts `iterations_since_restore` from 1 there; a `reset_config`; two, so that a row cut short by a kill or
 a full disk does not take a stretch's only copy) and on any row whose config differs from the one last
 reported, and leaves it out of every other row. A stretch's first two rows also say which library versions the
@@ -35,12 +41,11 @@ written in the order the rows came): `kappa_rllib.report.load` merges it forward
 member's exploit from a resume. What else reads a trial's config reads `Trial.config` (params.json, the
 trackers, PBT / PB2).
 
-Not covered: the rows' other settings in Tune's per-row views (`config/lr` of a trial whose lr is no axis: on a
+Not covered (compact rows only): the rows' other settings in Tune's per-row views (`config/lr` of a trial whose lr is no axis: on a
 stretch's first two rows and its last only; params.json and `Result.config` have them); the last row of a
 trial that errored or was stopped by a Ctrl-C or a lost driver (its axes, not the whole config: then
 `Result.from_path(trial_dir).config` is the axes; `Result.config` of a ResultGrid and params.json are whole);
-the checkpoints' metrics (the trainable's last row); and RLlib's test helpers `check_train_results*`, which
-assert `config` in every result of `Algorithm.train()`.
+the checkpoints' metrics (the trainable's last row).
 """
 
 from __future__ import annotations
@@ -52,10 +57,20 @@ from kappa_rllib import versions
 CONFIG = "config"  # ray.tune.result.CONFIG_PREFIX, the key Tune fills in
 FIRST_ROWS = 2  # a stretch's rows that carry it, whatever
 CHECKPOINT_DIR_NAME = "checkpoint_dir_name"  # ray.train.constants.CHECKPOINT_DIR_NAME
+COMPACT = "compact_result_rows"  # a config key: the trial's rows leave its config out (the driver's opt-in)
+
+
+def compact(config) -> dict:
+    """`config` (an AlgorithmConfig, or anything with `to_dict()`, or a param-space dict) as the param-space dict Tune
+    makes of it (`Tuner` calls `to_dict()`), with `COMPACT` set; the caller's config is untouched."""
+    space = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    space[COMPACT] = True
+    return space
 
 
 class ConfigOnceMixin:
-    """`get_auto_filled_metrics` without `config`, except on a stretch's first rows or when it changed."""
+    """`get_auto_filled_metrics` without `config` where the trial's config sets `COMPACT`, except on a stretch's
+    first rows or when it changed; with it on every row otherwise (RLlib's and Tune's habit)."""
 
     _config_reported = None  # (trial_id, config) of the last row that carried it
 
@@ -67,6 +82,8 @@ class ConfigOnceMixin:
         first = filled.get("iterations_since_restore", 1) <= FIRST_ROWS
         if first:  # what it ran with, beside the config (two rows: a row cut short does not take the only copy)
             filled[versions.KEY] = versions.libraries()
+        if not (isinstance(config, dict) and config.get(COMPACT)):  # not opted in: RLlib's rows, config on each
+            return filled
         if first or self._config_reported is None or not _equal((trial_id, config), self._config_reported):
             # a copy: a plain Trainable's config is one dict, which it may change in place
             self._config_reported = (trial_id, _copy(config))

@@ -264,7 +264,7 @@ def _param_space_on_restore(grid, path) -> dict:
 
     from kappa_rllib.tuning import storage as stores
 
-    space = grid.config.to_dict() if hasattr(grid.config, "to_dict") else dict(grid.config)
+    space = _param_space(grid)
     stored = stores.on_storage(_stored_param_keys, str(path))
     if stored is None:  # Tune checks nothing then either
         return space
@@ -291,6 +291,14 @@ def _stored_param_keys(path: str):
     fs, fs_path = get_fs_and_path(path, None)
     with fs.open_input_file(f"{fs_path}/tuner.pkl") as f:
         return cloudpickle.loads(f.readall()).get("__flattened_param_space_keys")
+
+
+def _param_space(grid):
+    """The grid's config as the driver hands it to Tune: with compact result rows (config_once.COMPACT), the driver
+    giving each row the grid's axes and each trial's last row its whole config."""
+    from kappa_rllib.tuning.config_once import compact
+
+    return compact(grid.config)
 
 
 def _count_trials(grid) -> int:
@@ -426,7 +434,7 @@ def _tuner(grid, storage, path, *, resume, cap, max_concurrent, checkpoint_every
         return tuner
     return tune.Tuner(
         grid.trainable,
-        param_space=grid.config,
+        param_space=_param_space(grid),
         tune_config=tune.TuneConfig(
             max_concurrent_trials=per_grid_cap, scheduler=grid.scheduler, num_samples=grid.num_samples,
             search_alg=together.CappedVariantGenerator(cap) if cap is not None else None),

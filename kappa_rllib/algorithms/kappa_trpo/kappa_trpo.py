@@ -33,6 +33,10 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         self.set_kappa_defaults(defaults.TRPO)
         # kappa-PI only: see kappa_rllib.variant
         self.phi_fit, self.phi_target = PHI_OPTION_DEFAULTS["phi_fit"], PHI_OPTION_DEFAULTS["phi_target"]
+        # kappa-VI only: V_phi <- V_theta once more, after the run's first batch (the authors' code copies
+        # when `iteration % interval == 0`, iteration 0 included); False: V_phi keeps its initial weights
+        # until the first kappa-iteration ends (Algorithm 8 as written).
+        self.copy_phi_after_first_batch = False
         # V_theta (and the policy) in the default module; V_phi in learner-only modules.
         phi_modules = [PHI_MODULE_ID] + ([PHI_SHAPING_MODULE_ID] if self.kappa_variant == PI else [])
         self._rl_module_spec = MultiRLModuleSpec(
@@ -42,15 +46,20 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
             }
         )
 
-    def training(self, *, phi_fit: str | None = None, phi_target: str | None = None, **kwargs):
+    def training(self, *, phi_fit: str | None = None, phi_target: str | None = None,
+                 copy_phi_after_first_batch: bool | None = None, **kwargs):
         """TRPO's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and (keyword-only):
 
         Args:
             phi_fit: kappa-PI only: when V_phi is fitted (`kappa_rllib.variant`, PHI_FIT_*).
             phi_target: kappa-PI only: how V_phi's target rho_j ends at a time-limit truncation and at the
                 batch end (`kappa_rllib.variant`, PHI_TARGET_*).
+            copy_phi_after_first_batch: kappa-VI only: also copy V_theta into V_phi after the run's first
+                batch, as the authors' code does, so the first kappa-iteration's shaping reads a value net that
+                has seen one batch rather than a random one. False (default): Algorithm 8 as written.
         """
-        set_given(self, {"phi_fit": phi_fit, "phi_target": phi_target})
+        set_given(self, {"phi_fit": phi_fit, "phi_target": phi_target,
+                         "copy_phi_after_first_batch": copy_phi_after_first_batch})
         return super().training(**kwargs)
 
     def _kappa_plan_options(self) -> dict:
@@ -72,6 +81,10 @@ class KappaTRPOConfig(KappaConfigMixin, TRPOConfig):
         if self.lambda_ != 1.0:
             problems.add(f"lambda={self.lambda_}: kappa-TRPO's advantages are kappa-returns; "
                          "lambda only applies to the GAE baseline (TRPOConfig)")
+        if not isinstance(self.copy_phi_after_first_batch, bool):
+            problems.add(f"copy_phi_after_first_batch must be True or False, got {self.copy_phi_after_first_batch!r}")
+        elif self.copy_phi_after_first_batch and self.kappa_variant != VI:
+            problems.add("copy_phi_after_first_batch=True applies to kappa-VI-TRPO only (kappa-PI fits V_phi)")
         if self.kappa_variant != PI:  # kappa-VI copies V_theta into V_phi: it never fits V_phi
             for name, default in PHI_OPTION_DEFAULTS.items():
                 if getattr(self, name) != default:
@@ -148,9 +161,12 @@ class KappaTRPO(KappaLoopMixin, TRPO):
         """One batch: one TRPO update, with V_phi fitted on it where the plan says so."""
         ends_iteration = self.phases.units_left_in_phase() == 1
         fit_phi = self.config.kappa_plan.fits_phi_on_batch(ends_iteration)
+        first = self.phases.units == 0
         self.counters["env_steps"] += self._trpo_iteration(self.config.train_batch_size, fit_phi=fit_phi)
         self.phases.record_units(1)
         self.phases.record_updates(1)
+        if first and self.config.copy_phi_after_first_batch and self.config.kappa_plan.copies_theta_to_phi:
+            self.learner_group.foreach_learner(lambda learner: learner.copy_value_theta_to_phi())
         return 1
 
 

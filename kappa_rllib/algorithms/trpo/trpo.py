@@ -90,6 +90,13 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
         # every 5th sample. 1.0 and 1 are TRPO as published.
         self.kl_accept_factor = 1.0
         self.fvp_subsample = 1
+        # gymnasium's v5 tasks tell a time limit (truncated) from a fall (terminated) and the returns
+        # bootstrap at a time limit; the authors' gym 0.14 `done` ended the bootstrap there as at a
+        # fall (docs/paper-settings.md, "Differences"). True: the authors' semantics.
+        self.truncation_as_terminal = False
+        # torch's default layer initialisation; True: the authors' (baselines') orthogonal one
+        # (hidden layers gain sqrt(2), policy mean output 0.01, value output 1.0, zero biases).
+        self.orthogonal_init = False
         self.lr = 0.0  # unused: the policy moves by the natural-gradient step, values by vf_lr
         # Separate policy and value networks (no shared layers); see also the log-std below.
         self._model_config = {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh", "vf_share_layers": False}
@@ -114,7 +121,9 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
                  vf_minibatch_size: int | None = NotProvided, kl_accept_factor: float | None = NotProvided,
                  fvp_subsample: int | None = NotProvided, total_env_steps: int | None = NotProvided,
                  numpy_actor: bool | None = NotProvided, overlap_sampling: bool | None = NotProvided,
-                 batches_per_iteration: int | None = NotProvided, **kwargs):
+                 batches_per_iteration: int | None = NotProvided,
+                 truncation_as_terminal: bool | None = NotProvided, orthogonal_init: bool | None = NotProvided,
+                 **kwargs):
         """RLlib's `.training(...)` plus the TRPO settings (keyword-only, like RLlib's; the paper's Table 4
         values are the defaults, docs/paper-settings.md).
 
@@ -138,6 +147,12 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
             batches_per_iteration: Batches (TRPO updates) per `train()` call, i.e. per result row; the
                 last call stops at T. The same updates whatever it is; more than 1 means fewer, larger
                 Tune reports (a cluster's one Tune driver then feeds more trials).
+            truncation_as_terminal: End the returns (and kappa's shaping term V_phi(s')) at a time-limit
+                truncation as at a termination, as the authors' gym 0.14 code did; False (default): bootstrap
+                there, what a time limit means in gymnasium.
+            orthogonal_init: Initialise the policy and value nets as the authors' code (OpenAI baselines):
+                orthogonal, gain sqrt(2) on hidden layers, 0.01 on the policy mean's output, 1.0 on the value
+                output, zero biases. False (default): torch's default initialisation.
         """
         if "lambda" in kwargs:
             lambda_ = kwargs.pop("lambda")
@@ -147,7 +162,8 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
                             vf_epochs=vf_epochs, vf_minibatch_size=vf_minibatch_size,
                             kl_accept_factor=kl_accept_factor, fvp_subsample=fvp_subsample,
                             total_env_steps=total_env_steps, numpy_actor=numpy_actor,
-                            overlap_sampling=overlap_sampling, batches_per_iteration=batches_per_iteration))
+                            overlap_sampling=overlap_sampling, batches_per_iteration=batches_per_iteration,
+                            truncation_as_terminal=truncation_as_terminal, orthogonal_init=orthogonal_init))
         return self
 
     @property
@@ -184,6 +200,9 @@ class TRPOConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Algorith
     def _check_trpo_settings(self) -> None:
         if isinstance(self.lambda_, bool) or not (isinstance(self.lambda_, (int, float)) and 0.0 <= self.lambda_ <= 1.0):
             raise ValueError(f"lambda must lie in [0, 1], got {self.lambda_!r}")
+        for name in ("truncation_as_terminal", "orthogonal_init"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not (isinstance(self.kl_accept_factor, (int, float)) and self.kl_accept_factor >= 1.0):
             raise ValueError(f"kl_accept_factor must be a number >= 1, got {self.kl_accept_factor!r}")
         if self.num_learners > 1:

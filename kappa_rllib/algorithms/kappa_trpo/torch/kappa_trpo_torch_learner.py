@@ -64,13 +64,15 @@ class KappaTRPOTorchLearner(TRPOTorchLearner):
     def advantages_and_targets(self, chunk, values):
         v_theta = values[DEFAULT_MODULE_ID]
         v_shaping = values.get(self.shaping_module_id, np.zeros_like(v_theta))
-        cfg, rewards, terminated = self.config, chunk[Columns.REWARDS], chunk["terminated"]
-        returns = kappa_returns(rewards, v_shaping, v_theta[-1], terminated, cfg.gamma, cfg.kappa)
+        # `ends`: a termination, or a truncation too with truncation_as_terminal (the authors' gym 0.14 `done`
+        # zeroes both V_theta's bootstrap and the shaping term V_phi(s_n) there)
+        cfg, rewards, ends = self.config, chunk[Columns.REWARDS], self.episode_ends(chunk)
+        returns = kappa_returns(rewards, v_shaping, v_theta[-1], ends, cfg.gamma, cfg.kappa)
         out = {Columns.ADVANTAGES: returns - v_theta[:-1], Columns.VALUE_TARGETS: returns}
         if self.plan.evaluates_phi:
             # rho_j bootstraps with the trained V_phi, the current estimate of the original MDP's value;
             # phi_target="authors": not at a truncation, and with the shaping snapshot at the batch end
-            ends = terminated or (self.plan.rho_ends_at_truncation and chunk.get("truncated", False))
+            ends = ends or (self.plan.rho_ends_at_truncation and chunk.get("truncated", False))
             out[PHI_VALUE_TARGETS] = plain_returns(rewards, values[self.plan.rho_bootstrap_module][-1], ends,
                                                    cfg.gamma)
             out[PHI_SHAPING_VALUES] = v_shaping[:-1]  # for the metric below, not recomputed

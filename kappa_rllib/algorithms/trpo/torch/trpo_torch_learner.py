@@ -57,6 +57,22 @@ def value_parameters(module) -> list[torch.nn.Parameter]:
 
 
 @torch.no_grad()
+def orthogonal_init(module) -> None:
+    """The authors' initialisation (OpenAI baselines' `ortho_init`, their `MlpPolicy`): every linear layer's
+    weights orthogonal with gain sqrt(2) and biases 0, then the policy head's output layer with gain 0.01 and
+    the value head's output layer with gain 1.0. The free log-std (a parameter, no layer) keeps its 0."""
+    def linears(part):
+        return [m for m in part.modules() if isinstance(m, torch.nn.Linear)]
+
+    for layer in linears(module):
+        torch.nn.init.orthogonal_(layer.weight, gain=2 ** 0.5)
+        torch.nn.init.zeros_(layer.bias)
+    for head, gain in ((getattr(module, "pi", None), 0.01), (getattr(module, "vf", None), 1.0)):
+        if head is not None and linears(head):
+            torch.nn.init.orthogonal_(linears(head)[-1].weight, gain=gain)
+
+
+@torch.no_grad()
 def copy_value_net(source, target) -> None:
     """target's value net (critic encoder + head) <- source's; the policy part is untouched."""
     for src, dst in zip(value_parameters(source), value_parameters(target)):
@@ -68,6 +84,14 @@ class TRPOTorchLearner(TorchLearner):
         super().build()
         self._rng = np.random.default_rng(self.config.seed)
         self._deferred_value_work = None  # (batch data, update kwargs) between the two calls of an overlapped update
+        if self.config.orthogonal_init:  # before any copy of the value net (kappa's V_phi) is taken
+            for module_id in self.module.keys():
+                orthogonal_init(self.module[module_id].unwrapped())
+
+    def episode_ends(self, chunk: dict) -> bool:
+        """Whether nothing is bootstrapped after the chunk's last step: a termination, or (with
+        `truncation_as_terminal`, the authors' gym 0.14 semantics) a time-limit truncation too."""
+        return bool(chunk["terminated"] or (self.config.truncation_as_terminal and chunk.get("truncated", False)))
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         module = self.module[module_id].unwrapped()
@@ -154,10 +178,10 @@ class TRPOTorchLearner(TorchLearner):
         discounted return sum_t gamma^t r_t (the paper's GAE baseline, not the lambda-return).
         """
         v = values[DEFAULT_MODULE_ID]
-        cfg = self.config
+        cfg, ends = self.config, self.episode_ends(chunk)
         return {
-            Columns.ADVANTAGES: gae_advantages(chunk[Columns.REWARDS], v, chunk["terminated"], cfg.gamma, cfg.lambda_),
-            Columns.VALUE_TARGETS: plain_returns(chunk[Columns.REWARDS], v[-1], chunk["terminated"], cfg.gamma),
+            Columns.ADVANTAGES: gae_advantages(chunk[Columns.REWARDS], v, ends, cfg.gamma, cfg.lambda_),
+            Columns.VALUE_TARGETS: plain_returns(chunk[Columns.REWARDS], v[-1], ends, cfg.gamma),
         }
 
     def build_train_data(self, chunks) -> dict:
