@@ -150,9 +150,37 @@ def load(path):
 
 
 class ManifestMixin:
-    """Mixed into this package's Algorithms: every `save_to_path` ends with the manifest."""
+    """Mixed into this package's Algorithms: every `save_to_path` ends with the manifest, and every restore of a
+    whole algorithm from a local folder checks it first (`check`):
+
+    * `KappaPIDQN.from_checkpoint(path)` (the class's own) checks before anything in the folder is unpickled;
+    * `Algorithm.from_checkpoint(path)` (RLlib's base class) unpickles RLlib's `class_and_ctor_args.pkl` to learn
+      the class, then the check runs in `restore_from_path`, before any state file is opened;
+    * `algo.restore_from_path(path)` and Tune's restores (`Algorithm.load_checkpoint`) check likewise.
+
+    A component restore (`restore_from_path(path, component=...)`, e.g. one module's weights) and a bucket URI are
+    not checked: the manifest describes a whole local checkpoint."""
 
     def save_to_path(self, path=None, *args, **kwargs):
         path = super().save_to_path(path, *args, **kwargs)
         write_manifest(path, self)
         return path
+
+    @classmethod
+    def from_checkpoint(cls, path, filesystem=None, *args, **kwargs):
+        if _local(path, filesystem):
+            check(path)
+        return super().from_checkpoint(path, filesystem, *args, **kwargs)
+
+    def restore_from_path(self, path, *args, **kwargs):
+        if kwargs.get("component") is None and not args and _local(path, kwargs.get("filesystem")):
+            check(path)
+        return super().restore_from_path(path, *args, **kwargs)
+
+
+def _local(path, filesystem=None) -> bool:
+    """A path on this machine's disk: a str or PathLike without a URI scheme, read without a filesystem or
+    through pyarrow's local one (what RLlib's `from_checkpoint` hands `restore_from_path` for a local path)."""
+    if filesystem is not None and type(filesystem).__name__ != "LocalFileSystem":
+        return False
+    return isinstance(path, (str, os.PathLike)) and "://" not in str(path) and os.path.isdir(path)

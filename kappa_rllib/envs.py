@@ -62,9 +62,28 @@ def is_minatar(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.startswith("MinAtar/")
 
 
+def tune_registered(name) -> bool:
+    """Whether `name` is an env registered with Tune (`ray.tune.registry.register_env`), the way RLlib users bring
+    their own task: RLlib's EnvRunners then make it with the registered creator, before any gymnasium id."""
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    return isinstance(name, str) and _global_registry.contains(ENV_CREATOR, name)
+
+
+def _make_registered(name: str, env_config: dict | None) -> gym.Env:
+    """The env Tune's registry makes for `name`, as RLlib's EnvRunner calls the creator (an EnvContext)."""
+    from ray.rllib.env.env_context import EnvContext
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    return _global_registry.get(ENV_CREATOR, name)(EnvContext(dict(env_config or {}), worker_index=0))
+
+
 def check_env_id(env_id: str) -> None:
-    """Raises ValueError (one line) if `env_id` is not a registered gymnasium id. `module:Id-v0`, as
-    `gymnasium.make` takes it, imports `module` first (where a user's own envs register)."""
+    """Raises ValueError (one line) if `env_id` is neither a registered gymnasium id nor a name registered
+    with Tune. `module:Id-v0`, as `gymnasium.make` takes it, imports `module` first (where a user's own
+    envs register, with gymnasium or with Tune)."""
+    if not env_id.startswith(_PREFIX) and tune_registered(env_id):
+        return
     env_id = env_id.removeprefix(_PREFIX)
     if env_id in _OWN_IDS:
         return
@@ -75,6 +94,8 @@ def check_env_id(env_id: str) -> None:
     try:
         if module:
             importlib.import_module(module)
+            if tune_registered(name):  # the module registered it with Tune
+                return
         gym.spec(name)
     except ImportError as e:
         raise ValueError(f"unknown env id {env_id!r}: cannot import {module!r} ({e})") from None
@@ -92,6 +113,8 @@ def make_env(env_id: str, env_config: dict | None = None) -> gym.Env:
     ```
     """
     env_config = dict(env_config or {})
+    if not env_id.startswith(_PREFIX) and tune_registered(env_id):  # RLlib's EnvRunner prefers Tune's too
+        return _make_registered(env_id, env_config)
     env_id = env_id.removeprefix(_PREFIX)
     if env_id == TABULAR_ENV:
         return TabularMDPEnv(**env_config)
@@ -166,7 +189,7 @@ _ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}
 def action_space_of(env_id: str, env_config: dict | None = None) -> gym.Space:
     """The env's action space (made once per id and config, then cached)."""
     key = (env_id, json.dumps(dict(env_config or {}), sort_keys=True, default=repr))
-    if key not in _ACTION_SPACES:
+    if key not in _ACTION_SPACES or tune_registered(env_id):  # a Tune name may be registered again, to another env
         env = make_env(env_id, env_config)
         try:
             _ACTION_SPACES[key] = env.action_space
@@ -182,6 +205,9 @@ def rllib_env_name(env_id: str) -> str:
     from ray.tune.registry import register_env
 
     env_id = env_id.removeprefix(_PREFIX)
+    module, _, name = env_id.rpartition(":")
+    if module and tune_registered(name):  # `module:name`: the module registered `name` with Tune (check_env_id)
+        return name
     if not (is_atari(env_id) or is_minatar(env_id) or env_id in _OWN_IDS):
         return env_id
     name = _PREFIX + env_id

@@ -254,6 +254,24 @@ class SamplerMixin:
         self.sampler.report_runtime(result)
         return result
 
+    def evaluate(self, parallel_train_future=None):
+        """RLlib's `evaluate()`. Without an `.evaluation(...)` config RLlib has no evaluation EnvRunners and
+        evaluates on the training EnvRunner, which here samples raw transitions for the learner (and with remote
+        runners has no env): so an evaluation EnvRunner of its own is made on the first call, in this process,
+        from RLlib's evaluation config (its defaults: `evaluation_duration` 10 episodes, the training envs'
+        settings), and kept for later calls. Training is untouched: its runners, envs and counters are not read."""
+        if (self.eval_env_runner_group is None and not self.config.custom_evaluation_function
+                and getattr(self, "evaluation_dataset", None) is None):
+            from ray.rllib.env.env_runner_group import EnvRunnerGroup
+
+            _, env_creator = self._get_env_id_and_creator(self.evaluation_config.env, self.evaluation_config)
+            self.eval_env_runner_group = EnvRunnerGroup(
+                env_creator=env_creator, validate_env=None,
+                default_policy_class=self.get_default_policy_class(self.config), config=self.evaluation_config,
+                logdir=self.logdir, tune_trial_id=self.trial_id, local_env_runner=True,
+                pg_offset=self.config.num_env_runners)
+        return super().evaluate(parallel_train_future)
+
     def set_state(self, state) -> None:
         if self.samples_raw:
             self.sampler.drop()  # sampled by the weights being replaced: dropped, unread
