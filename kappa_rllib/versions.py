@@ -5,13 +5,19 @@ package pins only ray[rllib] and torch exactly (pyproject.toml).
 A trial reports them on the first two rows of each stretch of training (kappa_rllib.tuning.config_once: where
 its config is too), from the process that ran it: on a cluster, the worker's, which need not be the driver's.
 They go to result.json, not progress.csv (kappa_rllib.tuning.tracking.loggers.RowsCSV).
-`report` says which versions its trials ran with (kappa_rllib.report)."""
+`report` says which versions its trials ran with (kappa_rllib.report).
+
+"kappa-rllib 0.1.0" names no code: `kappa-rllib commit` is the git commit of the source the process imported,
+with "-dirty" where that checkout had uncommitted changes (`source_commit`); it is absent where the package is no
+git checkout of its own (a wheel, an image)."""
 
 from __future__ import annotations
 
 import functools
 import platform
+import subprocess
 from importlib import metadata
+from pathlib import Path
 
 KEY = "versions"  # the result rows' key
 # the distributions whose versions make a number what it is: this package, the engine, the learner, the
@@ -28,7 +34,35 @@ def libraries() -> dict[str, str]:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+        if name == "kappa-rllib" and source_commit():
+            found[COMMIT] = source_commit()
     return found
+
+
+COMMIT = "kappa-rllib commit"
+
+
+@functools.cache
+def source_commit() -> str | None:
+    """The git commit of the checkout this package is imported from, "<sha>-dirty" where its tracked or
+    untracked (not ignored) files differ from that commit; None where the package's folder is not the top of
+    a git checkout (an installed wheel inside some other repository included) or git is missing."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args):
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top is None or Path(top).resolve() != root:
+            return None
+        head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not head or status is None:
+        return None
+    return head + ("-dirty" if status else "")
 
 
 def describe(found: dict) -> str:

@@ -102,7 +102,38 @@ def test_the_versions_a_row_names_are_the_installed_ones():
     assert found["python"] == platform.python_version() and found["ray"] == ray.__version__ == "2.60.0"
     assert found["torch"] == torch.__version__ and found["gymnasium"] == gymnasium.__version__
     assert found["kappa-rllib"] == metadata.version("kappa-rllib") and found["mujoco"] == metadata.version("mujoco")
-    assert list(found)[:3] == ["python", "kappa-rllib", "ray"]
+    assert list(found)[:4] == ["python", "kappa-rllib", "kappa-rllib commit", "ray"]
+
+
+def test_a_trial_names_the_commit_of_its_code_and_dirty_where_the_tree_had_changes(tmp_path):
+    """`kappa-rllib commit`: the checkout's HEAD, "-dirty" with an uncommitted change; nothing for a copy of the
+    package that is no checkout of its own (inside another repository, as a wheel in a venv under a clone)."""
+    import shutil
+    import subprocess
+    import sys
+
+    import kappa_rllib
+
+    def commit_seen_from(root):
+        code = "import kappa_rllib.versions as v; print(v.libraries().get('kappa-rllib commit'))"
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, check=True).stdout.strip()
+
+    repo = tmp_path / "repo"
+    shutil.copytree(Path(kappa_rllib.__file__).parent, repo / "kappa_rllib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / ".gitignore").write_text("__pycache__/\n")  # as the project's: Python's own caches are no change
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert commit_seen_from(repo) == head
+    (repo / "kappa_rllib" / "versions.py").write_text((repo / "kappa_rllib" / "versions.py").read_text() + "\n")
+    assert commit_seen_from(repo) == head + "-dirty"
+    nested = repo / "site-packages"  # a copy inside the checkout, not at its top
+    shutil.copytree(repo / "kappa_rllib", nested / "kappa_rllib")
+    assert commit_seen_from(nested) == "None"
 
 
 def test_progress_csv_keeps_its_columns_when_a_stretch_reports_versions_its_first_did_not(tmp_path):

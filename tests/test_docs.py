@@ -31,7 +31,7 @@ def test_the_readme_is_short_and_its_test_command_is_what_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     commands = bash_blocks(README)
     assert shell_line(commands[1]) == ci  # the second command of "The two commands"
-    assert shell_line(commands[0]).startswith("python3 -m venv .venv && .venv/bin/pip install -q -e . && ")
+    assert shell_line(commands[0]).startswith("python3 -m venv .venv && .venv/bin/pip install -q -e . -c constraints.txt && ")
     # a code host shows ~90 characters of a code line: the README's code lines wrap before that
     code = commands + re.findall(r"```python\n(.*?)```", README, flags=re.S)
     long = [line for block in code for line in block.splitlines() if len(line) > 90]

@@ -4,19 +4,24 @@
 from __future__ import annotations
 
 
-def register_with_tune() -> None:
-    """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN")."""
-    from ray.tune.registry import register_trainable
-
+def by_name() -> dict:
+    """{class name: Algorithm class} of every algorithm of this package (the names Tune knows them by)."""
     from kappa_rllib.algorithms.kappa_appo.kappa_appo import KappaPIAPPO, KappaVIAPPO
     from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaPIDQN, KappaVIDQN
     from kappa_rllib.algorithms.kappa_ppo.kappa_ppo import KappaPIPPO, KappaVIPPO
     from kappa_rllib.algorithms.kappa_trpo.kappa_trpo import KappaPITRPO, KappaVITRPO
     from kappa_rllib.algorithms.trpo.trpo import TRPO
 
-    for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO, KappaPIPPO, KappaVIPPO, KappaPIAPPO,
-                KappaVIAPPO):
-        register_trainable(cls.__name__, cls)
+    return {cls.__name__: cls for cls in (KappaPIDQN, KappaVIDQN, TRPO, KappaPITRPO, KappaVITRPO, KappaPIPPO,
+                                          KappaVIPPO, KappaPIAPPO, KappaVIAPPO)}
+
+
+def register_with_tune() -> None:
+    """Registers the algorithms with Tune under their class names (e.g. "KappaPIDQN")."""
+    from ray.tune.registry import register_trainable
+
+    for name, cls in by_name().items():
+        register_trainable(name, cls)
 
 
 def _register_on_every_ray_init() -> None:

@@ -6,8 +6,9 @@
     kappa-rllib tune tune_configs/small/cartpole_dqn.py --report
     kappa-rllib evaluate results/<run folder> --episodes 10
     kappa-rllib report results/tune/cartpole_dqn
+    kappa-rllib repeat docs/results/table2/trials/hopper_trpo/<trial folder> --iterations 20
 
-One module per verb (`train`, `compare`, `tune`, `evaluate`, `report`); `settings` builds configs
+One module per verb (`train`, `compare`, `tune`, `evaluate`, `report`, `repeat`); `settings` builds configs
 from options, `ray_session` starts Ray, `quiet` hides RLlib's known-harmless warnings. Bad
 arguments or settings: one line on stderr and exit code 2, before Ray starts.
 """
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 import sys
 
-from kappa_rllib.cli import compare, evaluate, quiet, report, train, tune
+from kappa_rllib.cli import compare, evaluate, quiet, repeat, report, train, tune
 from kappa_rllib.cli.common import EXIT_INTERRUPTED, Parser, UsageError, bare_track, error
 from kappa_rllib.cli.ray_session import resolve_address
 from kappa_rllib.cli.settings import describe, make_config  # noqa: F401 (the Python API of the options)
 
-VERBS = {"train": train, "compare": compare, "evaluate": evaluate, "tune": tune, "report": report}
+VERBS = {"train": train, "compare": compare, "evaluate": evaluate, "tune": tune, "report": report, "repeat": repeat}
 
 
 def build_parser():

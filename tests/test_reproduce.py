@@ -1,0 +1,68 @@
+"""A published trial repeats bit for bit from a fresh install (constraints.txt): `kappa-rllib repeat` trains it again
+from its own params.json and compares each iteration's episode returns with its result.json (kappa_rllib.reproduce).
+Exact on this project's machine type with the locked versions; docs/reliability.md says what is not."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = ROOT / "docs" / "results" / "table2" / "trials"
+CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+
+
+def published(grid: str, seed: int = 0) -> Path:
+    (trial,) = [p for p in (TRIALS / grid).iterdir() if f"_seed={seed}_" in p.name]
+    return trial
+
+
+def test_a_published_mujoco_trial_repeats_bit_for_bit(ray_local):
+    """Table 2's Hopper kappa-VI-TRPO seed 0 (kappa 0.92): its first 5 iterations (5,120 env steps, 4 policy and
+    value updates) give the published episode returns, every float equal."""
+    from kappa_rllib.reproduce import repeat
+
+    outcome = repeat(published("hopper_kappa_vi_trpo"), 5)
+    assert outcome.algorithm == "KappaVITRPO" and sum(map(len, outcome.published)) > 50
+    assert outcome.identical, f"iteration {outcome.first_difference} differs"
+    assert outcome.repeated == outcome.published
+
+
+def test_the_repeat_command_says_where_a_trial_parts(tmp_path):
+    """The command on the published Ant TRPO gamma 0.68 seed 0: exit 0 on the trial as published; on a copy whose
+    second iteration's third episode return was changed in its last bit, exit 1 naming iteration 2, episode 3."""
+    trial = published("ant_g68_trpo_gamma")
+    done = subprocess.run([*CLI, "repeat", str(trial), "--iterations", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "3 iterations" in done.stdout and "identical" in done.stdout, done.stderr[-2000:]
+
+    copy = tmp_path / trial.name
+    shutil.copytree(trial, copy)
+    rows = [json.loads(line) for line in (copy / "result.json").read_text().splitlines()]
+    returns = rows[1]["env_runners"]["episode_returns"]
+    returns[2] = float.fromhex(returns[2].hex()[:-1] + ("1" if returns[2].hex()[-1] != "1" else "2"))
+    (copy / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run([*CLI, "repeat", str(copy), "--iterations", "3"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1 and "iteration 2 differs first, at its episode 3" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp, "no params.json: not a trial folder"),
+    (lambda tmp: (tmp / "Sarsa_CartPole-v1_00000").mkdir() or _files(tmp / "Sarsa_CartPole-v1_00000"),
+     "the folder names 'Sarsa', which is no algorithm of kappa-rllib"),
+])
+def test_repeat_refuses_what_is_no_trial_in_one_line(tmp_path, make, message):
+    folder = make(tmp_path)
+    done = subprocess.run([*CLI, "repeat", str(folder)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _files(folder: Path) -> Path:
+    (folder / "params.json").write_text(json.dumps({"env": "CartPole-v1"}))
+    (folder / "result.json").write_text(json.dumps({"training_iteration": 1}) + "\n")
+    return folder
