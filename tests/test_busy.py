@@ -320,12 +320,15 @@ def test_a_resume_typed_while_the_run_still_goes_waits_for_it_then_goes_on(tmp_p
             shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def test_a_killed_drivers_staging_rows_are_dropped_before_a_resume_on_a_cluster_still_up(tmp_path, monkeypatch):
+def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_on_a_cluster_still_up(tmp_path,
+                                                                                                     monkeypatch):
     """Tune keeps a trial's staging folder under the run's start time, stored with the trial: a `--resume` on a
-    cluster still up (Ray Client, `ray job submit`) meets the killed driver's staging folder again, whose rows
-    written after its last copy onto storage its first sync copied over storage, past the checkpoint the trial
-    resumes from (CI: rows [1, 2, 2], `done` twice). The repair deletes that folder and says what it held past
-    storage; a folder inside the grid's own folder is never touched."""
+    cluster still up (Ray Client, `ray job submit`) meets the killed driver's staging folder again, whose rows were
+    written after its last copy onto storage. The repair merges them into storage, then deletes the folder: all of
+    a trial that finished (storage then holds its `done` row once, and its params where it had none), else those up
+    to the newest whole checkpoint, the one the trial resumes from (the rows after it are made again). A folder
+    inside the grid's own folder is never touched."""
+    import json
     import types
 
     import ray
@@ -335,18 +338,44 @@ def test_a_killed_drivers_staging_rows_are_dropped_before_a_resume_on_a_cluster_
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     trial_dir = tmp_path / "grid" / "T_00000"
     trial_dir.mkdir(parents=True)
-    (trial_dir / "result.json").write_text('{"training_iteration": 1}\n')
     staging = tmp_path / "session" / "artifacts" / "2026-12-03_16-31-13" / "grid" / "driver_artifacts" / "T_00000"
-    staging.mkdir(parents=True)
-    (staging / "result.json").write_text('{"training_iteration": 1}\n{"training_iteration": 2, "done": true}\n')
-    (staging / "progress.csv").write_text("training_iteration\n1\n2\n")
+
+    def stage(iterations, done):
+        staging.mkdir(parents=True, exist_ok=True)
+        rows = [{"training_iteration": i, **({"done": True} if done and i == iterations[-1] else {})}
+                for i in iterations]
+        (staging / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (staging / "progress.csv").write_text("training_iteration,x\n" + "".join(f"{i},0\n" for i in iterations))
+        (staging / "params.json").write_text('{"seed": 0}')
+
+    def stored():
+        rows = [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+        return [r["training_iteration"] for r in rows], [r for r in rows if r.get("done")]
+
+    # a finished trial whose rows never reached storage (its folder holds only a checkpoint): all of them merged
+    stage([1, 2, 3], done=True)
     line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
-    assert line.startswith("1 row(s) the killed driver wrote but never copied onto storage dropped"), line
-    assert not staging.exists() and (trial_dir / "result.json").read_text().count("\n") == 1
-    staging.mkdir(parents=True)  # the same rows as storage's: deleted, nothing to say
-    (staging / "result.json").write_text('{"training_iteration": 1}\n')
+    assert line == "3 row(s) the killed driver wrote but never copied onto storage merged into it (the trial finished)"
+    assert not staging.exists() and stored() == ([1, 2, 3], [{"training_iteration": 3, "done": True}])
+    assert (trial_dir / "progress.csv").read_text() == "training_iteration,x\n1,0\n2,0\n3,0\n"
+    assert json.loads((trial_dir / "params.json").read_text()) == {"seed": 0}
+
+    # an unfinished one with storage at 1 and a whole checkpoint at 3: rows 2-3 merged, 4-5 made again
+    for f in trial_dir.iterdir():
+        f.unlink()
+    (trial_dir / "result.json").write_text('{"training_iteration": 1}\n')
+    checkpoint = trial_dir / "checkpoint_000000"
+    checkpoint.mkdir()
+    (checkpoint / "kappa_rllib_checkpoint.json").write_text(json.dumps(
+        {"package": "kappa-rllib", "format": 1, "training_iteration": 3, "files": {}}))
+    stage([1, 2, 3, 4, 5], done=False)
+    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    assert line == ("2 row(s) the killed driver wrote but never copied onto storage merged into it (up to its "
+                    "checkpoint at iteration 3); 2 row(s) past its checkpoint dropped: the trial makes them again")
+    assert stored() == ([1, 2, 3], []) and not staging.exists()
+    stage([1, 2, 3], done=False)  # the same rows as storage's: deleted, nothing to say
     assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
-    assert not staging.exists()
+    assert not staging.exists() and stored() == ([1, 2, 3], [])
     for never in (trial_dir, trial_dir / "sub"):  # (staging that is storage, or inside it: never deleted)
         never.mkdir(exist_ok=True)
         assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(never)), trial_dir) is None

@@ -74,11 +74,13 @@ def _check_storage(args) -> None:
 
     if stores.is_uri(args.storage):
         stores.check_uri("--storage", args.storage)
-    elif _client(args):  # Tune's driver runs on the cluster's head: checked there once connected
+        return
+    stores.check_not_mistyped("--storage", args.storage)  # a folder from here on (file:///PATH too)
+    if _client(args):  # Tune's driver runs on the cluster's head: checked there once connected
         if not Path(stores.local_path(args.storage)).is_absolute():
             raise ValueError(f"--storage {args.storage!r}: with Ray Client give an absolute path on the "
                              "cluster (its shared volume, e.g. /mnt/results) or a bucket URI")
-    else:  # a folder (file:///PATH too)
+    else:
         check_output("--storage", stores.local_path(args.storage))
 
 

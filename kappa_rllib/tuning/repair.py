@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows, _finished, _last_row, _parses
+from kappa_rllib.tuning.rows import _cut_partial_line, _drop_bad_rows, _finished, _last_row, _parses, \
+    merge_staged_rows
 from kappa_rllib.tuning.storage import POPULATION_MARKER, TMP_SUFFIX
 
 
@@ -95,8 +96,9 @@ def repair_state(folder) -> list[str]:
        short at the end of its progress.csv, so the resumed rows start on a line of their own;
     3. each unfinished trial pointed at its newest whole checkpoint: the state (or its whole copy) may have
        been written before the trial's last checkpoint, and name one that was deleted since, or an older one;
-    4. each unfinished trial's staging folder that a killed driver left on a cluster still up deleted
-       (`drop_stale_staging`): its rows never copied onto storage would otherwise reach it past the checkpoint.
+    4. each unfinished trial's staging folder that a killed driver left on a cluster still up merged into storage
+       and deleted (`drop_stale_staging`): its rows never copied onto storage are kept (all of a trial that
+       finished, else up to the checkpoint it resumes from), and none reaches storage twice.
 
     (The copies a killed driver's upload left half-made, `<name>.kappa-tmp` (`storage.TMP_SUFFIX`, written by
     kappa_rllib.tuning.sync), are deleted: the file beside each is whole.)
@@ -175,16 +177,19 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
 
 
 def drop_stale_staging(trial, trial_dir) -> str | None:
-    """Deletes the killed driver's staging folder of an unfinished `trial` (its files as that driver wrote them
-    before copying them onto `trial_dir`, the storage), if it is on this node; returns what it held past
-    storage's rows, for the user, or None.
+    """Merges the killed driver's staging folder of an unfinished `trial` (its files as that driver wrote them
+    before copying them onto `trial_dir`, the storage) into storage, then deletes it, if it is on this node;
+    returns what it did, for the user, or None.
 
     Tune keeps a trial's staging folder under `<Ray session>/artifacts/<the run's start time>/...`, the start time
     stored with the trial: a resume on a cluster still up (through Ray Client, or `ray job submit`) finds the
-    killed driver's staging folder again, and its first sync copied that folder's rows, written after the last
-    copy, onto storage, past the checkpoint the trial resumes from; the resumed rows then came after them (a row
-    twice, `done` twice). Storage is what the resume goes on from: Tune copies its rows back into staging as the
-    trial starts (`JsonLoggerCallback._restore_from_remote`). Needs Ray (the session); runs where the driver does."""
+    killed driver's staging folder again, and its first sync would copy that folder's rows, written after the last
+    copy, onto storage whole, past the checkpoint the trial resumes from (a row twice, `done` twice). So the rows
+    are merged here, where they are known: all of them for a trial whose staged rows end in `done` (it finished;
+    storage may hold none of its rows yet, then its params too), else those up to its newest whole checkpoint, the
+    one it resumes from (`_repoint`, next, finds its rows reach it); then the folder is deleted and the resume goes
+    on from storage (Tune copies storage's rows back into staging as the trial starts). Needs Ray (the session);
+    runs where the driver does."""
     import shutil
 
     import ray
@@ -197,15 +202,21 @@ def drop_stale_staging(trial, trial_dir) -> str | None:
         return None
     if not staging.is_dir() or staging == trial_dir.resolve() or trial_dir.resolve() in staging.parents:
         return None
-    rows_there = _count_rows(staging / "result.json")
-    rows_kept = _count_rows(trial_dir / "result.json")
+    finished = _finished(staging / "result.json")
+    whole = _whole_checkpoints(trial_dir)
+    upto = float("inf") if finished else (whole[-1][0] if whole else 0)
+    merged = merge_staged_rows(staging, trial_dir, upto)
+    rows_there, rows_kept = _count_rows(staging / "result.json"), _count_rows(trial_dir / "result.json")
     shutil.rmtree(staging, ignore_errors=True)
-    if staging.exists():
-        return f"the killed driver's staging folder {staging} could not be deleted: its rows may reach storage"
+    said = []
+    if merged:
+        said.append(f"{merged} row(s) the killed driver wrote but never copied onto storage merged into it "
+                    f"({'the trial finished' if finished else f'up to its checkpoint at iteration {upto}'})")
     if rows_there > rows_kept:
-        return (f"{rows_there - rows_kept} row(s) the killed driver wrote but never copied onto storage dropped "
-                "(its staging folder on this node): the trial goes on from storage")
-    return None
+        said.append(f"{rows_there - rows_kept} row(s) past its checkpoint dropped: the trial makes them again")
+    if staging.exists():
+        said.append(f"the killed driver's staging folder {staging} could not be deleted: its rows may reach storage")
+    return "; ".join(said) or None
 
 
 def _count_rows(path) -> int:

@@ -171,3 +171,62 @@ def _last_row(path) -> dict | None:
     except ValueError:
         return None
     return row if isinstance(row, dict) else None
+
+
+def merge_staged_rows(staging, trial_dir, upto: float) -> int:
+    """Appends to `trial_dir`'s result.json (and progress.csv, where its header is the staged one's) the staged
+    rows of `staging` past storage's last iteration and up to iteration `upto` (inf: all of them), each row whole
+    or not at all; copies the trial's params.json / params.pkl where storage has none. Returns the result.json
+    rows added. Storage's files are replaced whole (a temporary file renamed over them)."""
+    import json
+    import os
+    import shutil
+    from pathlib import Path
+
+    staging, trial_dir = Path(staging), Path(trial_dir)
+
+    def iteration(line: bytes) -> int | None:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            return None
+        return row.get("training_iteration") if isinstance(row, dict) else None
+
+    def lines(path: Path) -> list[bytes]:
+        try:
+            return [line for line in path.read_bytes().splitlines() if line.strip()]
+        except OSError:
+            return []
+
+    def replace(path: Path, data: bytes) -> None:
+        tmp = path.with_name(path.name + ".kappa-merge")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    kept = lines(trial_dir / "result.json")
+    last = max((i for i in map(iteration, kept) if i is not None), default=0)
+    staged = [line for line in lines(staging / "result.json") if _parses(line)]
+    extra = [line for line in staged if (iteration(line) or 0) > last and (iteration(line) or 0) <= upto]
+    if extra:
+        replace(trial_dir / "result.json", b"".join(line + b"\n" for line in kept + extra))
+        added = {iteration(line) for line in extra}
+        csv_staged, csv_kept = lines(staging / "progress.csv"), lines(trial_dir / "progress.csv")
+        if csv_staged and (not csv_kept or csv_kept[0] == csv_staged[0]):
+            header = csv_staged[0].decode().split(",")
+            if "training_iteration" in header:
+                col = header.index("training_iteration")
+                more = [row for row in csv_staged[1:] if _csv_int(row, col) in added]
+                replace(trial_dir / "progress.csv", b"".join(line + b"\n" for line in (csv_kept or csv_staged[:1]) + more))
+    for name in ("params.json", "params.pkl"):
+        if (staging / name).is_file() and not (trial_dir / name).exists():
+            shutil.copyfile(staging / name, trial_dir / name)
+    return len(extra)
+
+
+def _csv_int(row: bytes, col: int) -> int | None:
+    """The integer in column `col` of a progress.csv row (a plain field: Tune writes the iteration first)."""
+    fields = row.decode(errors="replace").split(",")
+    try:
+        return int(fields[col])
+    except (IndexError, ValueError):
+        return None

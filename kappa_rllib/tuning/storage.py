@@ -35,6 +35,15 @@ def local_path(storage) -> str:
     return _FILE.sub("", str(storage), count=1)
 
 
+def check_not_mistyped(option: str, storage: str) -> None:
+    """A folder that starts like a URI of a known scheme with one slash or none (`s3:/bucket/x`, `file:/data`,
+    `gs:bucket`): refused in one line, rather than written to the relative folder `./s3:/bucket/x`."""
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(/?)(?!/)", str(storage))
+    if match and match.group(1).lower() in SCHEMES:
+        raise ValueError(f"{option} {storage!r} looks like a mistyped URI: write {match.group(1)}://... (two "
+                         "slashes; file:///PATH for a folder), or ./" + str(storage) + " for a folder of that name")
+
+
 def check_uri(option: str, uri: str) -> None:
     """The URI's form only (no network call before Ray starts): a known scheme and a bucket/path."""
     match = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://(.+)", uri)
