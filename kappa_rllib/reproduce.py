@@ -83,7 +83,9 @@ def _as_saved(value, default):
 
 
 def episode_returns(row: dict) -> list:
-    return list(row.get("env_runners", {}).get("episode_returns", []))
+    """The row's episode returns (RLlib writes an iteration's one episode as the number alone)."""
+    found = row.get("env_runners", {}).get("episode_returns", [])
+    return list(found) if isinstance(found, (list, tuple)) else [found]
 
 
 def check(trial, iterations: int) -> tuple[Path, dict, list[dict]]:

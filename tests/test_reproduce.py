@@ -66,3 +66,12 @@ def _files(folder: Path) -> Path:
     (folder / "params.json").write_text(json.dumps({"env": "CartPole-v1"}))
     (folder / "result.json").write_text(json.dumps({"training_iteration": 1}) + "\n")
     return folder
+
+
+def test_a_row_with_one_episode_is_read_as_one_return():
+    """RLlib writes an iteration's single episode return as the number alone (published Ant kappa = 0 rows)."""
+    from kappa_rllib.reproduce import episode_returns
+
+    assert episode_returns({"env_runners": {"episode_returns": -3.5}}) == [-3.5]
+    assert episode_returns({"env_runners": {"episode_returns": [1.0, 2.0]}}) == [1.0, 2.0]
+    assert episode_returns({"env_runners": {}}) == []
