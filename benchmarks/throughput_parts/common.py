@@ -92,14 +92,21 @@ def learner_alone_rate(algo, calls: int) -> float:
     `updates_per_learner_call` Q_theta updates each (replay sampling included), on the run's own
     replay, with nothing sampled. That is the ceiling of any sampling layout (overlap, more
     EnvRunners): only a faster gradient step lifts it."""
+    import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from kappa_rllib.algorithms.kappa_dqn.learner_program import TDUpdates
 
     cfg = algo.config
     k, size = cfg.updates_per_learner_call, cfg.total_train_batch_size
-    algo._learner_call([(DEFAULT_MODULE_ID, k, [])], size)  # warm-up
+    call = [TDUpdates(DEFAULT_MODULE_ID, k)]  # typed: a plain tuple is refused (it once counted as 0 updates)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    algo._learner_call(call, size)  # warm-up
+    sync()
     start = time.perf_counter()
     for _ in range(calls):
-        algo._learner_call([(DEFAULT_MODULE_ID, k, [])], size)
+        algo._learner_call(call, size)
+    sync()  # the clock stops once the GPU's queued gradient steps are done
     return calls * k * cfg.env_steps_per_update / (time.perf_counter() - start)
 
 

@@ -43,7 +43,7 @@ from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.variant import PI, VI
 from kappa_rllib.algorithms.kappa_dqn import kappa_dqn_config
 from kappa_rllib.algorithms.kappa_dqn.kappa_dqn_config import KappaDQNConfig
-from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates, split_into_calls
+from kappa_rllib.algorithms.kappa_dqn.learner_program import COPY_THETA_TO_PHI, num_updates, split_into_calls
 from kappa_rllib.algorithms.kappa_dqn.update_schedule import UpdateScheduleMixin
 
 
@@ -141,9 +141,10 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
 
     def _learner_call(self, call: list, minibatch_size: int) -> None:
         """One fused learner call: its minibatches sampled from the replay in one draw."""
-        gradient_steps = num_updates(call)
-        if not gradient_steps:  # only phi <- theta: nothing to sample
-            self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
+        gradient_steps = num_updates(call)  # (checks every step is typed)
+        if not gradient_steps:  # no gradient step: nothing to sample; phi <- theta only where the call says so
+            if COPY_THETA_TO_PHI in call:
+                self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
             return
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
             data = self.local_replay_buffer.sample(gradient_steps * minibatch_size)

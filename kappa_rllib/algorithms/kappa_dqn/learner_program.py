@@ -50,8 +50,9 @@ def check_program(program) -> list[Step]:
 
 
 def num_updates(program) -> int:
-    """Gradient steps in a program (each reads one minibatch)."""
-    return sum(step.num_updates for step in program if isinstance(step, TDUpdates))
+    """Gradient steps in a program (each reads one minibatch); TypeError for a step that is not typed (a plain
+    tuple counted as 0 updates would make a learner call that trains nothing)."""
+    return sum(step.num_updates for step in check_program(program) if isinstance(step, TDUpdates))
 
 
 def split_into_calls(program, max_updates: int) -> list[list[Step]]:
