@@ -189,7 +189,8 @@ _ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}
 def action_space_of(env_id: str, env_config: dict | None = None) -> gym.Space:
     """The env's action space (made once per id and config, then cached)."""
     key = (env_id, json.dumps(dict(env_config or {}), sort_keys=True, default=repr))
-    if key not in _ACTION_SPACES or tune_registered(env_id):  # a Tune name may be registered again, to another env
+    # a user's Tune name may be registered again, to another env (this package's own prefixed names never are)
+    if key not in _ACTION_SPACES or (not str(env_id).startswith(_PREFIX) and tune_registered(env_id)):
         env = make_env(env_id, env_config)
         try:
             _ACTION_SPACES[key] = env.action_space
@@ -206,8 +207,13 @@ def rllib_env_name(env_id: str) -> str:
 
     env_id = env_id.removeprefix(_PREFIX)
     module, _, name = env_id.rpartition(":")
-    if module and tune_registered(name):  # `module:name`: the module registered `name` with Tune (check_env_id)
-        return name
+    if module:  # `module:name`: a module that registers `name` with Tune (imported here, as check_env_id does)
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass  # check_env_id says so in one line
+        if tune_registered(name):
+            return name
     if not (is_atari(env_id) or is_minatar(env_id) or env_id in _OWN_IDS):
         return env_id
     name = _PREFIX + env_id

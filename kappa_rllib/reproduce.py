@@ -66,9 +66,13 @@ def config_of(trial: Path, params: dict):
     """The trial's config: the algorithm's defaults updated with every setting params.json holds (what Tune handed
     the trial), except objects JSON could only write as text ("<class ...>", a module spec's repr), which keep the
     algorithm's own."""
+    from kappa_rllib import envs
+
     config = algorithm_class(trial).get_default_config()
     defaults = config.to_dict()
     settings = {key: _as_saved(value, defaults.get(key)) for key, value in params.items() if key not in _NOT_SETTINGS}
+    if isinstance(settings.get("env"), str):  # `kappa_rllib:ALE/...`, `kappa_rllib:MinAtar/...`: registered with Tune
+        settings["env"] = envs.rllib_env_name(settings["env"])  # in this process, as `.environment()` does
     return config.update_from_dict(settings)
 
 
@@ -94,9 +98,25 @@ def check(trial, iterations: int) -> tuple[Path, dict, list[dict]]:
     algorithm_class(trial)
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
-    if len(rows) < iterations:
-        raise ValueError(f"{trial}: it published {len(rows)} iterations, fewer than the {iterations} asked for")
-    return trial, params, rows
+    first = _first_stretch(rows)
+    if len(first) < iterations:
+        raise ValueError(f"{trial}: its rows hold iterations 1-{len(first)} in one stretch, fewer than the "
+                         f"{iterations} asked for")
+    if not any(episode_returns(r) for r in first[:iterations]):
+        raise ValueError(f"{trial}: no episode ended in its first {iterations} iterations, so there is nothing to "
+                         "compare: ask for more --iterations")
+    return trial, params, first
+
+
+def _first_stretch(rows: list[dict]) -> list[dict]:
+    """The rows of iterations 1, 2, ... in order, up to the first row that is not the next one (a resume from a
+    checkpoint reports earlier iterations again: what follows is another stretch)."""
+    first = []
+    for row in rows:
+        if row.get("training_iteration") != len(first) + 1:
+            break
+        first.append(row)
+    return first
 
 
 def repeat(trial, iterations: int, torch_threads: int = 1) -> Repeat:

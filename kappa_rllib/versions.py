@@ -50,7 +50,10 @@ def source_commit() -> str | None:
     root = Path(__file__).resolve().parents[1]
 
     def git(*args):
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=20)
+        # --no-optional-locks: `status` would otherwise refresh the index under .git/index.lock, which a commit
+        # made in the checkout at the same moment would find taken
+        done = subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args], capture_output=True, text=True,
+                               timeout=20)
         return done.stdout.strip() if done.returncode == 0 else None
 
     try:

@@ -373,6 +373,29 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     assert line == ("2 row(s) the killed driver wrote but never copied onto storage merged into it (up to its "
                     "checkpoint at iteration 3); 2 row(s) past its checkpoint dropped: the trial makes them again")
     assert stored() == ([1, 2, 3], []) and not staging.exists()
+    # rows that went back before (a resume from checkpoint 2 of a stretch that had reached 3): merged by position,
+    # not by iteration, up to the checkpoint at 3; a progress.csv field with commas (a cluster's node ids) quoted
+    def write(path, iterations, csv_too=True):
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "result.json").write_text("".join(json.dumps({"training_iteration": i}) + "\n" for i in iterations))
+        if csv_too:
+            (path / "progress.csv").write_text("nodes,training_iteration\n" +
+                                               "".join(f'"n1,n2",{i}\n' for i in iterations))
+
+    write(trial_dir, [1, 2, 3, 3])
+    write(staging, [1, 2, 3, 3, 4, 5])
+    (checkpoint / "kappa_rllib_checkpoint.json").write_text(json.dumps(
+        {"package": "kappa-rllib", "format": 1, "training_iteration": 4, "files": {}}))
+    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    assert line.startswith("1 row(s) the killed driver wrote but never copied onto storage merged into it (up to "
+                           "its checkpoint at iteration 4)"), line
+    assert stored() == ([1, 2, 3, 3, 4], [])
+    assert (trial_dir / "progress.csv").read_text().splitlines()[-2:] == ['"n1,n2",3', '"n1,n2",4']
+    write(trial_dir, [1, 2, 9])  # storage's rows are no prefix of the staged ones: nothing merged
+    write(staging, [1, 2, 3, 4])
+    repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    assert stored() == ([1, 2, 9], [])
+    write(trial_dir, [1, 2, 3])
     stage([1, 2, 3], done=False)  # the same rows as storage's: deleted, nothing to say
     assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
     assert not staging.exists() and stored() == ([1, 2, 3], [])

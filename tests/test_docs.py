@@ -216,13 +216,13 @@ def test_the_heavy_result_data_stays_out_of_the_site(site):
     """docs/results/table2/trials/ (~80 MB of slimmed trial JSON, for `kappa-rllib report`) is
     excluded from the build (mkdocs `exclude_docs`). The site itself is ~14.5 MB: MathJax 2.3 MB, the theme's
     scripts and search ~2.5 MB, the learning curves (two-panel figures of up to 0.6 MB) most of the rest, the
-    phone's drawings (`*_narrow.png`) 2.5 MB of it; the kappa-VI ablation's page 0.7 MB."""
+    phone's drawings (`*_narrow.png`) 2.5 MB of it; the kappa-VI ablation's page ~1.5 MB (eight cells' curves)."""
     _, site_dir = site
     assert (ROOT / "docs" / "results" / "table2" / "trials").is_dir()
     assert not (site_dir / "results" / "table2" / "trials").exists()
     assert not list(site_dir.rglob("result.json"))
     size = sum(p.stat().st_size for p in site_dir.rglob("*") if p.is_file())
-    assert size < 15_300_000, f"the site is {size / 1e6:.1f} MB"
+    assert size < 16_000_000, f"the site is {size / 1e6:.1f} MB"
 
 
 def test_the_experiments_page_names_every_grid_file():

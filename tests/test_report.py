@@ -277,7 +277,7 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
     from ray.train import Checkpoint
     from ray.train._internal.session import _TrainingResult
 
-    from kappa_rllib.tuning.config_once import ConfigOnceMixin
+    from kappa_rllib.tuning.config_once import COMPACT, ConfigOnceMixin
 
     returns = itertools.count()
 
@@ -299,12 +299,14 @@ def test_a_member_driven_as_tune_drives_it_keeps_its_own_rows_and_resumes_replac
             self.count = checkpoint["count"]
 
     def restored(saved, metrics=None, seed=1):
-        member = Member(config={"seed": seed})
+        member = Member(config={"seed": seed, COMPACT: config_once})
         member.restore(_TrainingResult(checkpoint=Checkpoint(saved.checkpoint.path),
                                        metrics=saved.metrics if metrics is None else metrics))
         return member
 
-    donor, member, rows = Member(config={"seed": 0}), Member(config={"seed": 1}), []
+    # config-once as kappa-rllib tune's driver runs it: the trial's config opts into compact rows
+    donor, member, rows = (Member(config={"seed": 0, COMPACT: config_once}),
+                           Member(config={"seed": 1, COMPACT: config_once}), [])
     for _ in range(100):
         donor.train()
     from_donor = donor.save(str(tmp_path / "donor"))  # iteration 100

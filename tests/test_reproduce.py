@@ -54,6 +54,10 @@ def test_the_repeat_command_says_where_a_trial_parts(tmp_path):
     (lambda tmp: tmp, "no params.json: not a trial folder"),
     (lambda tmp: (tmp / "Sarsa_CartPole-v1_00000").mkdir() or _files(tmp / "Sarsa_CartPole-v1_00000"),
      "the folder names 'Sarsa', which is no algorithm of kappa-rllib"),
+    (lambda tmp: (tmp / "TRPO_CartPole-v1_00000").mkdir() or _files(tmp / "TRPO_CartPole-v1_00000", 10),
+     "no episode ended in its first 10 iterations, so there is nothing to compare"),
+    (lambda tmp: (tmp / "TRPO_CartPole-v1_00000").mkdir() or _files(tmp / "TRPO_CartPole-v1_00000", 6, 4),
+     "its rows hold iterations 1-6 in one stretch, fewer than the 10 asked for"),
 ])
 def test_repeat_refuses_what_is_no_trial_in_one_line(tmp_path, make, message):
     folder = make(tmp_path)
@@ -62,9 +66,11 @@ def test_repeat_refuses_what_is_no_trial_in_one_line(tmp_path, make, message):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def _files(folder: Path) -> Path:
+def _files(folder: Path, iterations: int = 1, back_to: int | None = None) -> Path:
+    """A trial folder of `iterations` rows without episodes; with `back_to`, rows from it to 10 follow (a resume)."""
+    rows = list(range(1, iterations + 1)) + (list(range(back_to, 11)) if back_to else [])
     (folder / "params.json").write_text(json.dumps({"env": "CartPole-v1"}))
-    (folder / "result.json").write_text(json.dumps({"training_iteration": 1}) + "\n")
+    (folder / "result.json").write_text("".join(json.dumps({"training_iteration": i}) + "\n" for i in rows))
     return folder
 
 

@@ -141,6 +141,14 @@ def test_a_plain_tuner_keeps_the_config_on_every_row(name, registered, tmp_path)
         assert frame["config/kappa"].eq(0.9).all()
 
 
+def test_a_module_that_registers_its_env_is_imported_by_the_config(registered):
+    """`.environment("module:name")` (the Python API and grid files, as `train --env module:name`): the module is
+    imported, and `name`, which it registers with Tune, is the env the config names."""
+    config = KappaPIDQNConfig().environment("habits_env:kappa_habits_module_cartpole")
+    assert config.env == "kappa_habits_module_cartpole"
+    config.validate()
+
+
 def test_a_registered_env_with_the_wrong_action_space_is_refused_in_one_line(registered):
     register_env("kappa_habits_pendulum", lambda env_config: gym.make("Pendulum-v1"))
     with pytest.raises(ValueError, match="'kappa_habits_pendulum' has a Box action space: kappa-DQN needs discrete"):

@@ -29,10 +29,13 @@ def main(args) -> int:
 
     try:
         reproduce.check(args.trial, args.iterations)  # one line, before Ray starts
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-        outcome = reproduce.repeat(args.trial, args.iterations, torch_threads=args.torch_threads)
     except ValueError as e:
         return error(one_line(e))
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        outcome = reproduce.repeat(args.trial, args.iterations, torch_threads=args.torch_threads)
+    except Exception as e:  # noqa: BLE001 - the trial's config no longer builds or trains here: one line
+        return error(f"{args.trial}: could not run it again: {type(e).__name__}: {one_line(e)}")
     episodes = sum(len(r) for r in outcome.repeated)
     if outcome.identical:
         print(f"[repeat] {outcome.algorithm}: {outcome.iterations} iterations, {episodes} episode returns, "

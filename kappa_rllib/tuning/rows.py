@@ -174,23 +174,20 @@ def _last_row(path) -> dict | None:
 
 
 def merge_staged_rows(staging, trial_dir, upto: float) -> int:
-    """Appends to `trial_dir`'s result.json (and progress.csv, where its header is the staged one's) the staged
-    rows of `staging` past storage's last iteration and up to iteration `upto` (inf: all of them), each row whole
-    or not at all; copies the trial's params.json / params.pkl where storage has none. Returns the result.json
-    rows added. Storage's files are replaced whole (a temporary file renamed over them)."""
+    """Appends to `trial_dir`'s result.json the rows `staging`'s result.json holds after storage's (Tune copies the
+    staged file onto storage whole, so storage's rows are a prefix of the staged ones), up to the row of
+    iteration `upto` (inf: all of them), and the matching rows of progress.csv where its header is the staged one's;
+    copies the trial's params.json / params.pkl where storage has none. Returns the result.json rows added; 0 where
+    storage's rows are no prefix of the staged ones (nothing is merged then). Each file is replaced whole (a
+    temporary file renamed over it)."""
+    import csv
+    import io
     import json
     import os
     import shutil
     from pathlib import Path
 
     staging, trial_dir = Path(staging), Path(trial_dir)
-
-    def iteration(line: bytes) -> int | None:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            return None
-        return row.get("training_iteration") if isinstance(row, dict) else None
 
     def lines(path: Path) -> list[bytes]:
         try:
@@ -203,30 +200,27 @@ def merge_staged_rows(staging, trial_dir, upto: float) -> int:
         tmp.write_bytes(data)
         os.replace(tmp, path)
 
-    kept = lines(trial_dir / "result.json")
-    last = max((i for i in map(iteration, kept) if i is not None), default=0)
-    staged = [line for line in lines(staging / "result.json") if _parses(line)]
-    extra = [line for line in staged if (iteration(line) or 0) > last and (iteration(line) or 0) <= upto]
+    kept, staged = lines(trial_dir / "result.json"), [line for line in lines(staging / "result.json") if _parses(line)]
+    extra = []
+    if staged[: len(kept)] == kept:  # by position: a stretch after a rollback repeats earlier iterations
+        for line in staged[len(kept):]:
+            iteration = json.loads(line).get("training_iteration", 0)
+            if iteration > upto:  # the resume makes it again
+                break
+            extra.append(line)
     if extra:
         replace(trial_dir / "result.json", b"".join(line + b"\n" for line in kept + extra))
-        added = {iteration(line) for line in extra}
         csv_staged, csv_kept = lines(staging / "progress.csv"), lines(trial_dir / "progress.csv")
-        if csv_staged and (not csv_kept or csv_kept[0] == csv_staged[0]):
-            header = csv_staged[0].decode().split(",")
-            if "training_iteration" in header:
-                col = header.index("training_iteration")
-                more = [row for row in csv_staged[1:] if _csv_int(row, col) in added]
-                replace(trial_dir / "progress.csv", b"".join(line + b"\n" for line in (csv_kept or csv_staged[:1]) + more))
+        if csv_staged and (not csv_kept or csv_kept[0] == csv_staged[0]) and csv_staged[: len(csv_kept)] == csv_kept:
+            rows = list(csv.reader(io.StringIO(b"\n".join(csv_staged).decode(errors="replace"))))
+            if len(rows) == len(csv_staged):  # one record a line (no field spans lines)
+                # its rows follow result.json's one for one (tracking.loggers keeps both whole), by position
+                if csv_kept:
+                    base, more = csv_kept, csv_staged[len(csv_kept): len(csv_kept) + len(extra)]
+                else:  # storage has none yet: the header, the rows storage's result.json has, then the merged
+                    base, more = csv_staged[:1], csv_staged[1: 1 + len(kept) + len(extra)]
+                replace(trial_dir / "progress.csv", b"".join(line + b"\n" for line in base + more))
     for name in ("params.json", "params.pkl"):
         if (staging / name).is_file() and not (trial_dir / name).exists():
             shutil.copyfile(staging / name, trial_dir / name)
     return len(extra)
-
-
-def _csv_int(row: bytes, col: int) -> int | None:
-    """The integer in column `col` of a progress.csv row (a plain field: Tune writes the iteration first)."""
-    fields = row.decode(errors="replace").split(",")
-    try:
-        return int(fields[col])
-    except (IndexError, ValueError):
-        return None
