@@ -257,12 +257,15 @@ def train(algo: str, config, run_dir, total_steps: int | None = None, log=print,
             writer = csv.DictWriter(f_csv, fieldnames=PROGRESS_COLUMNS)
             if not resumed:
                 writer.writeheader()
+            written = 0  # rows this stretch: its first two carry the config (every train() result does), the rest not
             while not signals.received:
                 result = algorithm.train()
                 row = progress_row(result, started, steps_at_start)
                 writer.writerow(row)
                 f_csv.flush()
-                f_json.write(json.dumps(jsonable(result)) + "\n")
+                kept = result if written < 2 else {k: v for k, v in result.items() if k != "config"}
+                f_json.write(json.dumps(jsonable(kept)) + "\n")
+                written += 1
                 f_json.flush()
                 if tracker is not None:
                     tracker.log(result)
