@@ -216,7 +216,7 @@ def test_the_heavy_result_data_stays_out_of_the_site(site):
     """docs/results/table2/trials/ (~80 MB of slimmed trial JSON, for `kappa-rllib report`) is
     excluded from the build (mkdocs `exclude_docs`). The site itself is ~14.5 MB: MathJax 2.3 MB, the theme's
     scripts and search ~2.5 MB, the learning curves (two-panel figures of up to 0.6 MB) most of the rest, the
-    phone's drawings (`*_narrow.png`) 2.5 MB of it; the kappa-VI ablation's page ~1.5 MB (eight cells' curves)."""
+    phone's drawings (`*_narrow.png`) 2.5 MB of it; the kappa-VI ablation's one-panel figure ~0.5 MB."""
     _, site_dir = site
     assert (ROOT / "docs" / "results" / "table2" / "trials").is_dir()
     assert not (site_dir / "results" / "table2" / "trials").exists()

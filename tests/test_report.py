@@ -921,3 +921,24 @@ def test_report_says_which_library_versions_each_trial_ran_with(tmp_path):
     table = (tmp_path / "out" / "table.md").read_text()
     assert (f"- {old_text}: 1 trial(s)\n- {old_text} | {new_text}: 1 trial(s)\n- {new_text}: 1 trial(s)\n"
             "- not recorded (trials from before kappa-rllib recorded them): 1 trial(s)\n") in table
+
+
+def test_an_ablation_with_four_kappa_cells_gets_them_in_one_panel(tmp_path):
+    """report writes cells_<env>_cfa<C_FA>.png (and its phone drawing) where one env has four kappa cells or more
+    (an ablation's variants, each its own label), not where it has fewer (Table 2's tasks)."""
+    import json
+
+    settings = [{}, {"truncation_as_terminal": True}, {"orthogonal_init": True}, {"kl_accept_factor": 1.5}]
+    for i, extra in enumerate(settings):
+        name = f"v{i}"
+        write_trial(tmp_path / "results", name, 700 + i, env="Hopper-v5", variant="vi", kappa=0.92, c_fa=0.2)
+        params = json.loads((tmp_path / "results" / name / "params.json").read_text())
+        (tmp_path / "results" / name / "params.json").write_text(json.dumps({**params, "max_kl": 0.01, **extra}))
+    report.report(tmp_path / "results", tmp_path / "four", reps=20)
+    assert {p.name for p in (tmp_path / "four").glob("cells_*")} == {"cells_Hopper-v5_cfa0.2.png",
+                                                                    "cells_Hopper-v5_cfa0.2_narrow.png"}
+    import shutil
+
+    shutil.rmtree(tmp_path / "results" / "v3")
+    report.report(tmp_path / "results", tmp_path / "three", reps=20)
+    assert not list((tmp_path / "three").glob("cells_*"))

@@ -12,7 +12,8 @@ def add_parser(sub) -> None:
                     "Table 1/2 columns with 95% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
                     "improvement.md (rliable's probability of improvement: C_FA against naive, kappa_best "
                     "against GAE and against kappa = 0), "
-                    "curves_*.png, heatmap_*.png and scores.csv.",
+                    "curves_*.png (and cells_*.png, every kappa cell in one panel, for an env with four or more: an "
+                    "ablation), heatmap_*.png and scores.csv.",
         epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")
     report_p.add_argument("folder", help="an experiment folder written by `kappa-rllib tune` (any Tune results), "
                           "or its bucket URI (s3://BUCKET/PATH/<file name>: the result files are mirrored to "

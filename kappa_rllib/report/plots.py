@@ -130,12 +130,56 @@ def curves_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
     return fig
 
 
+ONE_PANEL_CELLS = 4  # an env with this many kappa cells or more also gets them side by side in one panel
+
+
+def _kappa_cells(t: EnvTable, runs: list[Run]) -> dict:
+    """{label: runs} of the table's kappa cells (variant, naive schedule, kappa) at its C_FA and gamma."""
+    cells = defaultdict(list)
+    for r in runs:
+        if r.env == t.env and r.gamma == t.gamma and r.c_fa == t.c_fa and not r.is_plain and not r.is_baseline:
+            cells[f"{r.variant}{' naive' if r.naive else ''}, kappa={r.kappa:g}"].append(r)
+    return dict(sorted(cells.items()))
+
+
+def one_panel_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
+    """Every kappa cell of the table's env in one panel (mean over seeds, 95% band), with the kappa = 1 baseline:
+    an ablation's cells read side by side on one scale. The legend under the panel (its labels are long)."""
+    plt = _pyplot()
+    cells = _kappa_cells(t, runs)
+    baseline = _dedupe_by_seed([r for r in runs if r.env == t.env and r.gamma == t.gamma and r.is_baseline])
+    if baseline:
+        cells["kappa=1 (baseline)"] = baseline
+    width = NARROW_WIDTH_IN if narrow else PANEL_WIDTH_IN
+    legend_rows = sum(len(textwrap.wrap(label, 40 if narrow else 80)) for label in cells)
+    fig, ax = plt.subplots(figsize=(width, PANEL_HEIGHT_IN + 0.22 * legend_rows + 0.4))
+    for label, group in cells.items():
+        band = _mean_band(group)
+        if band is None:
+            continue
+        x, mean, half = band
+        style = "--" if "baseline" in label else (":" if " naive" in label else "-")
+        line, = ax.plot(x, mean, style, label="\n".join(textwrap.wrap(f"{label} (n={len(group)})",
+                                                                       40 if narrow else 80)))
+        ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.12)
+    _title(ax, f"{t.env}, every kappa cell" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""),
+           NARROW_TITLE_CHARS if narrow else TITLE_WIDTH_CHARS)
+    _style(ax, "env steps", "episode return (mean, 95% band)")
+    ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    fig.tight_layout()
+    return fig
+
+
 def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Path]:
-    """curves_<env>[_cfa<C_FA>].png, and the phone's drawing of each, ..._narrow.png."""
+    """curves_<env>[_cfa<C_FA>].png, and the phone's drawing of each, ..._narrow.png; for an env with
+    ONE_PANEL_CELLS kappa cells or more (an ablation), also cells_<env>[_cfa<C_FA>].png: all of them in one panel."""
     paths = []
     for t in tables:
-        stem = f"curves_{_safe(t.env)}" + (f"_cfa{t.c_fa:g}" if t.c_fa is not None else "")
-        paths += save_two_widths(lambda narrow, t=t: curves_figure(t, runs, narrow=narrow), out, stem)
+        suffix = f"{_safe(t.env)}" + (f"_cfa{t.c_fa:g}" if t.c_fa is not None else "")
+        paths += save_two_widths(lambda narrow, t=t: curves_figure(t, runs, narrow=narrow), out, f"curves_{suffix}")
+        if len(_kappa_cells(t, runs)) >= ONE_PANEL_CELLS:
+            paths += save_two_widths(lambda narrow, t=t: one_panel_figure(t, runs, narrow=narrow), out,
+                                     f"cells_{suffix}", bbox_inches="tight")
     return paths
 
 
