@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from driver_cluster_parts.replay import ReplayTrainable, load_rows, replay_grid
 
+from kappa_rllib.tuning.config_once import COMPACT
+
 
 def test_replays_recorded_rows_with_their_step_times_until_the_deadline(tmp_path):
     recorded = load_rows()
@@ -21,7 +23,7 @@ def test_replays_recorded_rows_with_their_step_times_until_the_deadline(tmp_path
     grid = replay_grid("replay", trials=3, interval_s=0.01, until=until)
     grid.validate()
     assert grid.num_trials() == 3 and grid.trainable is ReplayTrainable
-    config = {**grid.config.to_dict(), "seed": 0}
+    config = {**grid.config.to_dict(), "seed": 0, COMPACT: True}  # as kappa-rllib tune's param space has it
     assert len(json.dumps(config)) > 13_000  # a real trial's params.json
     trainable = ReplayTrainable(config=config)
     rows = [trainable.train() for _ in range(3)]
@@ -29,7 +31,8 @@ def test_replays_recorded_rows_with_their_step_times_until_the_deadline(tmp_path
         assert {k: row[k] for k in want if k != "perf"} == {k: v for k, v in want.items() if k != "perf"}
         assert row["replay"]["step_end"] - row["replay"]["step_start"] >= 0.01
         assert not row["done"]
-    # the config as this package's Algorithms report it: on the first two rows only (kappa_rllib.tuning.config_once)
+    # the config as this package's Algorithms report it under kappa-rllib tune: on the first two rows only
+    # (kappa_rllib.tuning.config_once)
     assert rows[0]["config"]["seed"] == 0 and rows[0]["config"] == rows[1]["config"] == config
     assert "config" not in rows[2]
     assert rows[1]["replay"]["step_start"] >= rows[0]["replay"]["step_end"]

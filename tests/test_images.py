@@ -159,7 +159,7 @@ def test_the_image_runs_the_cli_as_non_root_with_the_pinned_ray(image, container
     assert int(uid) != 0
     assert ray_version == f"ray, version {pinned('ray')}"
     text = "\n".join(rest)
-    assert "{train,compare,evaluate,tune,report}" in text
+    assert "{train,compare,evaluate,tune,report,repeat}" in text
     assert "[kappa-pi-dqn] env CartPole-v1, kappa 0.84, C_FA 0.2" in text
 
 
