@@ -21,9 +21,9 @@ Identical in both (the list on docs/paper-settings.md): the kappa-return and its
 per-batch advantage standardisation, the value fit (Adam 1e-3, 5 epochs of 128), the order policy step ->
 value fit -> copy, the networks (64x64 tanh, separate), no observation normalisation, gamma, max_kl, CG.
 
-Cost: 24 trials, one core each; ~12-15 min a trial on this project's 2-core machine with two at a time (the
-one-env grid is the same speed), ~5.5 trial-hours. Run it niced in the background and resume it across
-sessions; publish each grid as it ends (`docs/results/slim.py`, then `report`):
+Cost: 24 trials, one core each: 4.17 trial-hours on this project's 2-core machine, two at a time beside other
+work (289-1,245 s a trial, by `time_total_s`). Run it niced in the background, `--resume` after a stop; publish
+each grid as it ends (`docs/results/slim.py`, then `report`):
 
     nice -n 19 kappa-rllib tune tune_configs/ablations/kappa_vi_authors_hopper.py --storage results/tune \\
         --num-cpus 2 --checkpoint-every 50 --resume
