@@ -87,9 +87,10 @@ def _as_saved(value, default):
 
 
 def episode_returns(row: dict) -> list:
-    """The row's episode returns (RLlib writes an iteration's one episode as the number alone)."""
-    found = row.get("env_runners", {}).get("episode_returns", [])
-    return list(found) if isinstance(found, (list, tuple)) else [found]
+    """The row's episode returns, as `report` reads them (RLlib writes an iteration's one episode as the number)."""
+    from kappa_rllib.report.load import row_episode_returns
+
+    return row_episode_returns(row)
 
 
 def check(trial, iterations: int) -> tuple[Path, dict, list[dict]]:

@@ -49,8 +49,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         evaluated.append(row.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", float("nan")))
         kappas.append(row.get("kappa", {}).get("kappa", float("nan")))
         runners = row.get("env_runners", {})
-        finished = runners.get("episode_returns", [])  # RLlib unwraps a one-item series to the item
-        finished = finished if isinstance(finished, list) else [finished]
+        finished = row_episode_returns(row)
         episode_returns.extend(finished)
         count = runners.get("num_env_steps_sampled_lifetime", row.get("num_env_steps_sampled_lifetime"))
         steps.append(count or 0)
@@ -286,3 +285,9 @@ def load_paper_tables() -> dict:
         for r in csv.DictReader(f):
             out[(r["env"], r["row"], r["column"])] = (float(r["mean"]), float(r["ci"]), float(r["param"]), r["bold"] == "1")
     return out
+
+
+def row_episode_returns(row: dict) -> list:
+    """A result row's episode returns (RLlib unwraps a one-item series to the item: one episode, the number)."""
+    found = row.get("env_runners", {}).get("episode_returns", [])
+    return list(found) if isinstance(found, (list, tuple)) else [found]
