@@ -403,6 +403,23 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
         never.mkdir(exist_ok=True)
         assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(never)), trial_dir) is None
         assert never.is_dir()
+    # a driver killed with its Ray (a laptop): the resume's Ray is a new session, and the killed driver's staging
+    # folder is in the one before it on this machine, another run's start time above it; session_latest, a link
+    # to it, is not read twice, and another trial's folder is left alone
+    temp = tmp_path / "ray"
+    old_staging = temp / "session_2026-12-03_16-31-10_1" / "artifacts" / "2026-12-03_16-31-13" / "grid" / \
+        "driver_artifacts" / "T_00000"
+    other_trial = old_staging.with_name("T_00001")
+    write(trial_dir, [1])
+    write(old_staging, [1, 2, 3, 4])
+    write(other_trial, [1, 2, 3, 4])
+    (temp / "session_latest").symlink_to(old_staging.parents[4])
+    new_session = temp / "session_2026-12-03_17-00-00_2" / "artifacts" / "2026-12-03_17-00-02" / "grid" / \
+        "driver_artifacts" / "T_00000"
+    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(new_session)), trial_dir)
+    assert line == ("3 row(s) the killed driver wrote but never copied onto storage merged into it (up to its "
+                    "checkpoint at iteration 4)"), line
+    assert stored() == ([1, 2, 3, 4], []) and not old_staging.exists() and other_trial.is_dir()
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # no Ray session: no staging path to look at
     staging.mkdir(parents=True)
     assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None

@@ -722,22 +722,31 @@ def test_a_grids_tune_run_that_raises_stops_the_others_in_one_line_and_resume_fi
 
 @pytest.mark.learning
 def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_path):
-    """A kill between a trial's last checkpoint (written straight to storage) and Tune's next save of its
-    state leaves a state that says RUNNING with an older checkpoint. Made here by rewriting a finished grid's
-    state so: --resume keeps the trial finished (before, it was pointed at its final checkpoint, whose
-    schedule is complete, and failed), and a trial whose last rows were lost too resumes from a checkpoint
-    its rows reach and ends at T with its iterations in order."""
+    """A kill between a trial's checkpoint (written straight to storage) and Tune's next copy of its state and
+    rows onto storage leaves a state that says RUNNING with an older checkpoint, and stored rows that may stop
+    short. Made here by rewriting a finished grid's state and rows so, for each grid a case:
+
+    * kappa-PI-DQN: every row stored: --resume keeps it finished (before, it was pointed at its final
+      checkpoint, whose schedule is complete, and failed);
+    * DQN: its last row not stored, but in the killed driver's staging folder, in the Ray session before this
+      one on the same machine (a laptop's driver killed with its Ray): merged into storage, kept finished;
+    * kappa-VI-DQN: rows 1-2 stored, no staging folder left (a new cluster), whole checkpoints at 3 and 4 (its
+      end): it starts over, both checkpoints deleted. Before, it resumed from 3, row 3 missing for good (CI:
+      `test_a_file_of_three_grids_killed_...` found a trial whose stored rows began at iteration 2).
+
+    Each ends at T with every row of its last timeline (`check_invariants`)."""
     from ray import cloudpickle
     from ray.tune.experiment.trial import Trial
 
     file, storage, ray_tmp = seam_file(tmp_path), tmp_path / "results", Path(f"/tmp/ks{os.getpid()}g")
     env = environment(ray_tmp)
-    out = run(tune_args(file, storage, "--grids", "kappa_pi_dqn,dqn"), env)
+    out = run(tune_args(file, storage), env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    check_uploaded_whole(storage / "seams", ray_tmp, grids=("kappa_pi_dqn", "dqn"))
+    check_uploaded_whole(storage / "seams", ray_tmp)
     trials = list((storage / "seams").glob("*/*/result.json"))
-    assert len(trials) == 2 and not list((storage / "seams").rglob("events.out.tfevents.*"))  # no --tensorboard
-    for grid, lose_rows in (("kappa_pi_dqn", False), ("dqn", True)):
+    assert len(trials) == 3 and not list((storage / "seams").rglob("events.out.tfevents.*"))  # no --tensorboard
+    staged = {p.parent.name: p.parent for p in ray_tmp.rglob("driver_artifacts/*/result.json")}
+    for grid, stored_rows in (("kappa_pi_dqn", 4), ("dqn", 3), ("kappa_vi_dqn", 2)):
         state_file = sorted((storage / "seams" / grid).glob("experiment_state-*.json"))[-1]
         state = json.loads(state_file.read_text())
         for row in state["trial_data"]:
@@ -757,14 +766,28 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
         search = cloudpickle.loads(search_file.read_bytes())
         search["_live_trials"] = {trial.trial_id}
         search_file.write_bytes(cloudpickle.dumps(search))
-        if lose_rows:  # Tune had not copied the last row onto storage either
-            (result,) = (storage / "seams" / grid).glob("*/result.json")
-            lines = result.read_text().splitlines(keepends=True)
-            result.write_text("".join(lines[:-1]))
-    out = run([*tune_args(file, storage, "--grids", "kappa_pi_dqn,dqn"), "--resume"], env)
+        (result,) = (storage / "seams" / grid).glob("*/result.json")
+        lines = result.read_text().splitlines(keepends=True)
+        result.write_text("".join(lines[:stored_rows]))  # Tune had not copied the last rows onto storage
+        csv = result.with_name("progress.csv")
+        csv.write_text("".join(csv.read_text().splitlines(keepends=True)[:1 + stored_rows]))
+        if grid == "kappa_vi_dqn":
+            shutil.rmtree(staged[result.parent.name])
+    out = run([*tune_args(file, storage), "--resume"], env)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
-    assert out.stderr.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 1
-    check_invariants(storage / "seams", grids=("kappa_pi_dqn", "dqn"))
+    said = out.stderr
+    assert said.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 2, said
+    assert "1 row(s) the killed driver wrote but never copied onto storage merged into it (the trial finished)" \
+        in said, said
+    assert ("its stored rows end at iteration 2, before its first whole checkpoint (the rows after were lost with "
+            "the driver): it starts over from iteration 1, and its 2 checkpoint(s) past its rows are deleted") \
+        in said, said
+    timelines = check_invariants(storage / "seams")
+    by_grid = {grid: [r["training_iteration"] for r in rows] for grid, rows in timelines.values()}
+    assert by_grid == {grid: [1, 2, 3, 4] for grid in GRIDS}
+    # started over without a checkpoint, Tune's loggers begin its rows afresh: storage holds the new timeline only
+    (result,) = (storage / "seams" / "kappa_vi_dqn").glob("*/result.json")
+    assert [json.loads(line)["training_iteration"] for line in result.read_text().splitlines()] == [1, 2, 3, 4]
     # the trial kept finished has its config on Tune's last result (Result.config), which its rows lack
     state_file = sorted((storage / "seams" / "kappa_pi_dqn").glob("experiment_state-*.json"))[-1]
     [row] = json.loads(state_file.read_text())["trial_data"]

@@ -133,9 +133,10 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     * its last whole row says `done`: it finished; the state says so (TERMINATED, that row its last result,
       its newest whole checkpoint its own), and Tune does not run it again;
     * else it resumes from its newest whole checkpoint that its rows reach (iteration <= its last row's), so
-      the resumed rows follow on from the kept ones; one past its rows (the state's named one gone) only if
-      there is no other, its rows after the last kept one then lost, and never its final one (`done` in the
-      manifest: the schedule is used up, the algorithm cannot train on);
+      the resumed rows follow on from the kept ones, and never from its final one (`done` in the manifest: the
+      schedule is used up, the algorithm cannot train on); where its rows reach none (rows lost with a driver
+      whose staging folder is gone, `drop_stale_staging`), it starts over (`_start_over`): its rows are
+      then those of its new timeline, never one with a gap;
     * a checkpoint of another trial (a PBT / PB2 exploit) that is whole stays as the state names it, and so
       does any whole one a population member's state names (its iterations go back at an exploit);
     * a trial kept as finished leaves the search state's live set too (`_forget_live`).
@@ -177,46 +178,84 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
 
 
 def drop_stale_staging(trial, trial_dir) -> str | None:
-    """Merges the killed driver's staging folder of an unfinished `trial` (its files as that driver wrote them
-    before copying them onto `trial_dir`, the storage) into storage, then deletes it, if it is on this node;
+    """Merges the staging folders that killed drivers left on this node for an unfinished `trial` (its files as
+    such a driver wrote them before copying them onto `trial_dir`, the storage) into storage, then deletes them;
     returns what it did, for the user, or None.
 
-    Tune keeps a trial's staging folder under `<Ray session>/artifacts/<the run's start time>/...`, the start time
-    stored with the trial: a resume on a cluster still up (through Ray Client, or `ray job submit`) finds the
-    killed driver's staging folder again, and its first sync would copy that folder's rows, written after the last
-    copy, onto storage whole, past the checkpoint the trial resumes from (a row twice, `done` twice). So the rows
-    are merged here, where they are known: all of them for a trial whose staged rows end in `done` (it finished;
-    storage may hold none of its rows yet, then its params too), else those up to its newest whole checkpoint, the
-    one it resumes from (`_repoint`, next, finds its rows reach it); then the folder is deleted and the resume goes
-    on from storage (Tune copies storage's rows back into staging as the trial starts). Needs Ray (the session);
-    runs where the driver does."""
+    Tune keeps a trial's staging folder under `<Ray session>/artifacts/<the run's start time>/...`. Two ways a
+    resume meets a killed driver's folder again:
+
+    * on a cluster still up (through Ray Client, or `ray job submit`), in the same Ray session: its first sync would
+      copy that folder's rows, written after the last copy, onto storage whole, past the checkpoint the trial
+      resumes from (a row twice, `done` twice);
+    * on a machine whose Ray was stopped with the driver (a laptop's `kappa-rllib tune`, killed), in an older
+      session folder beside this one: the rows since Tune's last copy onto storage are only there, while the
+      checkpoints went straight to storage. Left there, the trial would resume from a checkpoint its stored rows
+      do not reach.
+
+    Tune writes a trial's row (its loggers' `on_trial_result`) before it asks for that iteration's checkpoint, so
+    a killed driver's staged rows reach each checkpoint storage holds. So the rows are merged here, where they are
+    known: all of them for a trial whose staged rows end in `done` (it finished; storage may hold none of its rows
+    yet, then its params too), else those up to its newest whole checkpoint, the one it resumes from (`_repoint`,
+    next, finds its rows reach it); each folder is merged oldest first, then deleted, and the resume goes on from
+    storage (Tune copies storage's rows back into staging as the trial starts). Needs Ray (the session); runs
+    where the driver does."""
     import shutil
 
     import ray
 
     if not ray.is_initialized():
         return None
-    try:
-        staging = Path(trial.local_path).resolve()
-    except Exception:  # noqa: BLE001 - a state without the trial's storage settings: nothing to look at
-        return None
-    if not staging.is_dir() or staging == trial_dir.resolve() or trial_dir.resolve() in staging.parents:
-        return None
-    finished = _finished(staging / "result.json")
-    whole = _whole_checkpoints(trial_dir)
-    upto = float("inf") if finished else (whole[-1][0] if whole else 0)
-    merged = merge_staged_rows(staging, trial_dir, upto)
-    rows_there, rows_kept = _count_rows(staging / "result.json"), _count_rows(trial_dir / "result.json")
-    shutil.rmtree(staging, ignore_errors=True)
-    said = []
-    if merged:
-        said.append(f"{merged} row(s) the killed driver wrote but never copied onto storage merged into it "
-                    f"({'the trial finished' if finished else f'up to its checkpoint at iteration {upto}'})")
-    if rows_there > rows_kept:
-        said.append(f"{rows_there - rows_kept} row(s) past its checkpoint dropped: the trial makes them again")
-    if staging.exists():
-        said.append(f"the killed driver's staging folder {staging} could not be deleted: its rows may reach storage")
+    said, finished_any = [], False
+    for staging in _staging_folders(trial, trial_dir):
+        finished = _finished(staging / "result.json")
+        whole = _whole_checkpoints(trial_dir)
+        upto = float("inf") if finished else (whole[-1][0] if whole else 0)
+        merged = merge_staged_rows(staging, trial_dir, upto)
+        rows_there, rows_kept = _count_rows(staging / "result.json"), _count_rows(trial_dir / "result.json")
+        shutil.rmtree(staging, ignore_errors=True)
+        if merged:
+            said.append(f"{merged} row(s) the killed driver wrote but never copied onto storage merged into it "
+                        f"({'the trial finished' if finished else f'up to its checkpoint at iteration {upto}'})")
+        if rows_there > rows_kept:
+            said.append(f"{rows_there - rows_kept} row(s) past its checkpoint dropped: the trial makes them again")
+        if staging.exists():
+            said.append(f"the killed driver's staging folder {staging} could not be deleted: its rows may reach "
+                        "storage")
+        finished_any = finished_any or finished
+        if finished_any:
+            break  # its rows are whole in storage: an older folder has nothing to add
     return "; ".join(said) or None
+
+
+def _staging_folders(trial, trial_dir) -> list[Path]:
+    """The staging folders of `trial` on this node, oldest first: its own in this Ray session (`trial.local_path`)
+    and the same trial's in the other sessions of this node's Ray temp folder (`<temp>/session_*/artifacts/<a
+    run's start time>/<grid>/driver_artifacts/<trial folder>`); never storage or a folder inside it."""
+    try:
+        own = Path(trial.local_path).resolve()
+    except Exception:  # noqa: BLE001 - a state without the trial's storage settings: nothing to look at
+        return []
+    found = {own} if own.is_dir() else set()
+    parts = own.parts
+    # <temp>/<session>/artifacts/<start time>/<grid>/driver_artifacts/<trial folder>
+    if len(parts) >= 7 and parts[-5] == "artifacts" and parts[-2] == "driver_artifacts":
+        temp, grid, name = own.parents[5], parts[-3], parts[-1]
+        try:
+            found.update(p.resolve() for p in temp.glob(f"session_*/artifacts/*/{grid}/driver_artifacts/{name}")
+                         if not p.parents[4].is_symlink() and p.is_dir())  # (session_latest: a link)
+        except OSError:
+            pass
+    stored = trial_dir.resolve()
+    found = [p for p in found if p != stored and stored not in p.parents]
+
+    def age(path: Path) -> float:
+        try:
+            return (path / "result.json").stat().st_mtime
+        except OSError:
+            return path.stat().st_mtime if path.exists() else 0.0
+
+    return sorted(found, key=lambda p: (age(p), p != own))
 
 
 def _count_rows(path) -> int:
@@ -290,7 +329,9 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     reached = int(last.get("training_iteration", 0)) if last is not None else 0
     usable = [c for c in whole if not c[2].get("done")]
     within = [c for c in usable if c[0] <= reached]
-    choice = within[-1] if within else (usable[0] if usable else None)
+    if usable and not within:  # its rows end before its first checkpoint: resumed there, rows would be missing
+        return _start_over(manager, trial_dir, whole, reached)
+    choice = within[-1] if within else None
     if choice is None:
         if whole:  # only its final checkpoint is left, and the rows that led to it were never saved
             _keep_finished(trial, row, manager, whole, {**(last or {}), "done": True})
@@ -300,9 +341,27 @@ def _repoint(trial, row, trial_dir, population: bool = False) -> str | None:
     if named_path == choice[1]:
         return _pruned(pruned)
     _point_at(manager, choice)
-    gap = "" if choice[0] <= reached else f"; its rows from iteration {reached + 1} to {choice[0]} were lost"
     return (f"resumes from {choice[1].name} (iteration {choice[0]}), its newest whole checkpoint its rows reach "
-            f"(the state named {named_path.name if named_path else 'none'}){gap}")
+            f"(the state named {named_path.name if named_path else 'none'})")
+
+
+def _start_over(manager, trial_dir, whole, reached: int) -> str:
+    """The trial starts again from its first iteration: its stored rows end at iteration `reached`, before its
+    first whole checkpoint (the rows in between were lost with a driver whose staging folder is gone too: a new
+    cluster). Resumed from that checkpoint, its rows would miss those iterations; started over, without a
+    checkpoint, Tune's loggers begin its rows afresh (storage's copy is replaced at the first sync), so storage
+    holds iterations 1..T once each. The checkpoints past its rows, of the timeline it leaves, are deleted (a later
+    resume must not pick one up) and Tune's list of them emptied."""
+    import shutil
+
+    past = [path for iteration, path, _ in whole if iteration > reached]
+    for path in past:
+        shutil.rmtree(path, ignore_errors=True)
+    manager._checkpoint_results = []
+    manager._latest_checkpoint_result = None
+    return (f"its stored rows end at iteration {reached}, before its first whole checkpoint (the rows after were "
+            f"lost with the driver): it starts over from iteration 1, and its {len(past)} checkpoint(s) past its "
+            "rows are deleted")
 
 
 def _keep_finished(trial, row, manager, whole, last_result: dict) -> None:
