@@ -424,3 +424,40 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     staging.mkdir(parents=True)
     assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
     assert staging.is_dir()
+
+
+def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_staged_copies(tmp_path, monkeypatch):
+    """A trial made after Tune's last save of its state, whose folder reached storage before the driver was
+    killed: the resumed search makes it again under a new folder name, so the grid would hold it twice and
+    `report` count its seed twice. `--resume` moves it to `.kappa_orphans/` (out of `report`'s reach) and deletes
+    what the killed driver staged of it; the trials the state knows, and folders that are no trial's, stay."""
+    import json
+    import types
+
+    from kappa_rllib.report.load import load_runs
+    from kappa_rllib.tuning import repair
+
+    grid = tmp_path / "results" / "grid"
+    known, orphan = "KappaPIDQN_abc12_00000_0_seed=0_2026-12-04_10-00-00", "KappaPIDQN_abc12_00001_1_seed=1_2026-12-04_10-00-09"
+    for name, seed in ((known, 0), (orphan, 1)):
+        (grid / name).mkdir(parents=True)
+        (grid / name / "params.json").write_text(json.dumps({"seed": seed, "env": "CartPole-v1"}))
+        row = {"training_iteration": 1, "done": True, "env_runners": {"episode_returns": [10.0 + seed],
+                                                                      "num_env_steps_sampled_lifetime": 500}}
+        (grid / name / "result.json").write_text(json.dumps(row) + "\n")
+    (grid / "not_a_trial").mkdir()
+    assert len(load_runs(tmp_path / "results")) == 2  # the seed counted twice
+    session = tmp_path / "ray" / "session_2026-12-04_10-00-00_1" / "artifacts" / "2026-12-04_10-00-00" / "grid" / \
+        "driver_artifacts"
+    (session / orphan).mkdir(parents=True)
+    (session / known).mkdir(parents=True)
+    trial = types.SimpleNamespace(local_path=str(session.parents[4] / "session_2026-12-04_11-00-00_2" / "artifacts" /
+                                                 "2026-12-04_11-00-00" / "grid" / "driver_artifacts" / known))
+    said = repair._set_aside_orphans(grid, {known}, [(trial, None)])
+    assert said == [f"{orphan}: a trial folder Tune's saved state does not know (made after its last save, then the "
+                    "driver was killed) moved to .kappa_orphans/: the trial runs again from its start"]
+    assert sorted(p.name for p in grid.iterdir()) == [".kappa_orphans", known, "not_a_trial"]
+    assert (grid / ".kappa_orphans" / orphan / "result.json").is_file()
+    assert not (session / orphan).exists() and (session / known).is_dir()
+    assert [run.seed for run in load_runs(tmp_path / "results")] == [0]
+    assert repair._set_aside_orphans(grid, {known}, [(trial, None)]) == []  # nothing more to move

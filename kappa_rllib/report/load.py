@@ -12,6 +12,7 @@ import numpy as np
 
 from kappa_rllib.report.data import Run
 from kappa_rllib.variant import PHI_OPTION_DEFAULTS
+from kappa_rllib.tuning.repair import ORPHANS
 from kappa_rllib.versions import KEY as VERSIONS
 
 
@@ -20,9 +21,12 @@ _ENV_PREFIX = "kappa_rllib:"
 
 
 def load_runs(root) -> list[Run]:
-    """Every trial under `root` (any depth) with a params.json and a result.json."""
+    """Every trial under `root` (any depth) with a params.json and a result.json; not those `--resume` set aside
+    as made twice (kappa_rllib.tuning.repair.ORPHANS)."""
     runs = []
     for result_file in sorted(Path(root).rglob("result.json")):
+        if ORPHANS in result_file.relative_to(root).parts:
+            continue
         params_file = result_file.with_name("params.json")
         if not params_file.is_file():
             continue

@@ -13,13 +13,18 @@ One driver fits every grid of a file at once, each its own Tune run in a thread 
 | a fresh run checked for every grid before any writes | `driver.check_fresh` | test_seams.py (`test_a_fresh_run_refused_...`) |
 | the shared tracking: one MLflow store for the file, W&B's own step; a run found by its grid's storage; the rows a run lacks filled alike for W&B and MLflow at each new driver | `tracking` (its modules: `replay`, `track_wandb`, `track_mlflow`, `wandb_files`, `loggers`) | test_seams.py, test_tracking.py (`test_a_tracked_run_belongs_to_its_storage_...`, `test_mlflow_fills_the_rows_a_run_lacks_...`) |
 | retries: a lost node N times, the trial's own error once; this run's N on resume | `retry` | test_faults.py, test_seams.py (`test_a_resumed_grid_takes_this_runs_max_failures`) |
-| the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says, a killed driver's staged rows merged into storage (all of a finished trial, else up to its checkpoint), then its staging deleted | `repair`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`), test_busy.py, test_client_storage.py |
+| the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says (started over where its rows reach no checkpoint), a killed driver's staged rows merged into storage from this session or an older one on this node (all of a finished trial, else up to its checkpoint), then its staging deleted; a trial folder the state does not know set aside | `repair`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`), test_busy.py, test_client_storage.py |
 | one Tune run a grid folder at a time: a lock held from setup to the run's end, waited for by `--resume`, named by a refusal | `busy`, `driver.wait_for_other_drivers` | test_busy.py |
 | the compact view, and trials waiting for resources on a cluster | `progress` | test_cli.py, test_experiments.py |
 | the driver's files copied onto storage whole, and only those that changed | `sync.install`, `sync.WholeUploads` | test_seams.py (`test_uploads_...`, `test_whole_uploads_...`) |
 | a trial's config in its rows once a stretch where the driver opts in (`compact_result_rows`; the driver's cost per report; whole on every row elsewhere, as RLlib's), its axes on every row and its whole config on its last (Tune's per-row views, `Result.from_path`), merged forward by `report` | `config_once.ConfigOnceMixin`, `config_once.compact`, `config_once.around_loggers`, report/load.py | test_config_once.py, test_report.py (`..._config-once`), test_driver_cluster_replay.py, test_rllib_habits.py |
 | result storage: folders (`file://` too) and bucket URIs; under Ray Client every check and write of it on the cluster | `storage` (`on_storage`) | test_cluster_configs.py, test_report.py, test_client_storage.py |
 | Tune's console output under the compact view | `output` | test_experiments.py |
+
+The invariant every seam keeps: after any sequence of driver kills and `--resume`s, each trial of a grid is
+stored once, ends once at its T, and its rows are 1..T once each in its last timeline (a resume from a checkpoint
+rolls back, never leaves a gap). Tested as a property: test_seams.py
+(`test_a_file_of_three_grids_killed_at_random_moments_...`, kill schedules drawn from seeds; KAPPA_KILL_SEEDS).
 
 Tune's internals this layer leans on (ray[rllib] is pinned exactly): the per-run SIGINT hook
 (`ray.tune.tune._setup_signal_catching`), `TuneController._maybe_add_actors` and its `_max_pending_trials`,

@@ -151,12 +151,17 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     state = json.loads(newest.read_text())
     population = (folder / POPULATION_MARKER).is_file()
     done, kept_finished = [], set()
-    for row in state.get("trial_data", []):
-        trial = Trial.from_json_state(row[0], stub=True)
+    trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state.get("trial_data", [])]
+    known = {name for name in (_dir_name(trial) for trial, _ in trials) if name}
+    if len(known) == len(trials):  # (every trial's folder name read: else nothing is set aside)
+        done += _set_aside_orphans(folder, known, trials)
+    for trial, row in trials:
         if trial.status == Trial.TERMINATED:
             continue
         trial.restore_run_metadata(row[1])
-        trial_dirs = sorted(folder.glob(f"*_{trial.trial_id}_*"))
+        name = _dir_name(trial)
+        trial_dirs = [folder / name] if name and (folder / name).is_dir() else \
+            sorted(folder.glob(f"*_{trial.trial_id}_*"))
         if not trial_dirs:
             continue
         stale = drop_stale_staging(trial, trial_dirs[0])
@@ -175,6 +180,50 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         tmp.replace(newest)
         _forget_live(folder, kept_finished)
     return done
+
+
+def _dir_name(trial) -> str | None:
+    """The trial's folder name in the grid's folder, as its state stores it (None where it cannot be read)."""
+    try:
+        return trial.storage.trial_dir_name or None
+    except Exception:  # noqa: BLE001 - a state without the trial's storage settings
+        return None
+
+
+ORPHANS = ".kappa_orphans"  # where `_set_aside_orphans` moves trial folders the state does not know
+
+
+def _set_aside_orphans(folder, known: set, trials) -> list[str]:
+    """Moves the trial folders of `folder` that no trial of Tune's saved state names (`known`) into
+    `folder/.kappa_orphans/`, and deletes what killed drivers staged of them on this node; returns a line each.
+
+    Tune saves its state at most every ~10 s (longer where a save is slow), while a new trial's folder reaches
+    storage with its first checkpoint (and a cluster still up copies the killed driver's staging of it at the
+    first sync). A driver killed in between leaves a trial folder its state does not know; the resumed search
+    makes that trial again, under a new folder name, so the grid would hold it twice (one seed counted twice by
+    `report`, the older folder picked by the next repair). Set aside, out of `report`'s reach
+    (kappa_rllib.report.load skips the folder), the trial is run once more from its start: the work lost is what
+    it did since the state's last save."""
+    import shutil
+
+    said = []
+    live = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".") and p.name not in known
+            and ((p / "params.json").exists() or (p / "result.json").exists() or any(p.glob("checkpoint_*")))]
+    if not live:
+        return said
+    aside = folder / ORPHANS
+    aside.mkdir(exist_ok=True)
+    own = next((trial for trial, _ in trials), None)
+    for path in live:
+        target = aside / path.name
+        if target.exists():
+            shutil.rmtree(target)
+        path.rename(target)
+        for staged in _staged_copies(own, folder.name, path.name):
+            shutil.rmtree(staged, ignore_errors=True)
+        said.append(f"{path.name}: a trial folder Tune's saved state does not know (made after its last save, "
+                    f"then the driver was killed) moved to {ORPHANS}/: the trial runs again from its start")
+    return said
 
 
 def drop_stale_staging(trial, trial_dir) -> str | None:
@@ -230,22 +279,14 @@ def drop_stale_staging(trial, trial_dir) -> str | None:
 
 def _staging_folders(trial, trial_dir) -> list[Path]:
     """The staging folders of `trial` on this node, oldest first: its own in this Ray session (`trial.local_path`)
-    and the same trial's in the other sessions of this node's Ray temp folder (`<temp>/session_*/artifacts/<a
-    run's start time>/<grid>/driver_artifacts/<trial folder>`); never storage or a folder inside it."""
+    and the same trial's in the other sessions of this node's Ray temp folder (`_staged_copies`); never storage or
+    a folder inside it."""
     try:
         own = Path(trial.local_path).resolve()
     except Exception:  # noqa: BLE001 - a state without the trial's storage settings: nothing to look at
         return []
     found = {own} if own.is_dir() else set()
-    parts = own.parts
-    # <temp>/<session>/artifacts/<start time>/<grid>/driver_artifacts/<trial folder>
-    if len(parts) >= 7 and parts[-5] == "artifacts" and parts[-2] == "driver_artifacts":
-        temp, grid, name = own.parents[5], parts[-3], parts[-1]
-        try:
-            found.update(p.resolve() for p in temp.glob(f"session_*/artifacts/*/{grid}/driver_artifacts/{name}")
-                         if not p.parents[4].is_symlink() and p.is_dir())  # (session_latest: a link)
-        except OSError:
-            pass
+    found.update(_staged_copies(trial, own.parent.parent.name, own.name))
     stored = trial_dir.resolve()
     found = [p for p in found if p != stored and stored not in p.parents]
 
@@ -256,6 +297,24 @@ def _staging_folders(trial, trial_dir) -> list[Path]:
             return path.stat().st_mtime if path.exists() else 0.0
 
     return sorted(found, key=lambda p: (age(p), p != own))
+
+
+def _staged_copies(trial, grid: str, name: str) -> set[Path]:
+    """The folders `<temp>/session_*/artifacts/<a run's start time>/<grid>/driver_artifacts/<name>` on this node,
+    `<temp>` the Ray temp folder `trial`'s staging path (`trial.local_path`, `<temp>/<session>/artifacts/<start
+    time>/<grid>/driver_artifacts/<its folder>`) is in; session_latest (a link) is not followed."""
+    try:
+        own = Path(trial.local_path).resolve()
+    except Exception:  # noqa: BLE001 - a state without the trial's storage settings: nothing to look at
+        return set()
+    parts = own.parts
+    if len(parts) < 7 or parts[-5] != "artifacts" or parts[-2] != "driver_artifacts":
+        return set()
+    try:
+        return {p.resolve() for p in own.parents[5].glob(f"session_*/artifacts/*/{grid}/driver_artifacts/{name}")
+                if not p.parents[4].is_symlink() and p.is_dir()}
+    except OSError:
+        return set()
 
 
 def _count_rows(path) -> int:

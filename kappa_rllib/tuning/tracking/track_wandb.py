@@ -66,6 +66,16 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
             super().__init__(*args, **kwargs)
             self._wandb = _OwnStep(self._wandb)
 
+        def run(self):
+            try:
+                return super().run()  # its rows, then wandb.finish()
+            finally:
+                # W&B's service process may still be writing the run's last rows to its file when finish()
+                # returns, and Ray's callback kills this actor as soon as run() returns (ray.kill: no atexit, where
+                # W&B would wait): a finished trial's last rows were missing from its offline run (a kill-schedule
+                # test, seed 1: 2 of 4 rows, the service's log cut before its close). teardown() waits for it.
+                self._wandb.teardown()
+
         def _handle_result(self, result):
             if not getattr(self, "_step_defined", False):  # once, in the actor, after wandb.init
                 self._wandb.define_metric(step_key())
