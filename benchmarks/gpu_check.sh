@@ -3,7 +3,8 @@
 # and Python 3.12 + torch but no package index (how docs/measured.md's "Atari on a GPU with CUDA graphs" figures were made):
 #   1. the CUDA-graph tests (graph-replayed updates equal eager ones; restore captures again);
 #   2. the learner alone, eager and graphed: gradient steps/s and kernel launches per step;
-#   3. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops;
+#   3. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops, each with
+#      and without `learner_thread` (the gradient steps on a thread of their own);
 #   4. four kappa-PI-DQN trials sharing the GPU (tune --gpus-per-trial 0.25).
 # Build the dependency bundle first, where pip works (in the checkout):
 #   bash path/to/site-bundle.sh .devrun/site312.tar.xz
@@ -20,7 +21,8 @@ python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.
 python3 -m pytest tests/test_cuda_graphs.py -v -o addopts="" -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
 python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 2>&1 \
   | grep -v "WARNING\|USDT" | tee "$OUT/graphs.txt"
-python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda --torch-threads 4 2>&1 \
+python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda --torch-threads 4 \
+  --learner-thread both 2>&1 \
   | grep -v "WARNING\|USDT" | tee "$OUT/atari.txt"
 python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 --trials-per-gpu 4 --device cuda \
   --torch-threads 4 2>&1 | grep -v "WARNING\|USDT" | tee "$OUT/packing.txt"

@@ -7,6 +7,7 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload w1 --steps 20000
     python benchmarks/throughput.py --workload w2 --env-runners 1,2,4
     python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
+    python benchmarks/throughput.py --workload pipeline --steps 25000 --env-runners 0,1,2
     python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
     python benchmarks/throughput.py --workload atari --steps 50000 --env-runners 2,4 --device cuda --torch-threads 4
     python benchmarks/throughput.py --workload packing --steps 10000 --env-runners 2 --trials-per-gpu 1,2,4 --device cuda
@@ -25,6 +26,9 @@ Atari: kappa = 1 and kappa-PI-DQN on ALE/Breakout-v5 with the Atari preset (the 
     Nature CNN, 100k replay) and `--env-runners N` remote EnvRunners, the learner on `--device`
     (cpu or cuda), beside minimal single-env loops on the same device; `--steps` env steps after
     learning starts (10k, excluded from the rate; `--fill-replay`: 100k, so the replay is full).
+Pipeline: W3 at kappa = 1 taken apart per remote EnvRunner count: the run, the run with nothing learnt (the
+    pipeline's own ceiling), the runners sampling alone, and the learner alone on an idle machine and with one
+    core kept busy (throughput_parts.dqn.workload_pipeline). Rates after the learning start.
 W3 and Atari also time the kappa = 1 run's learner alone after its run (fused learner calls on its own
     replay, nothing sampled): the rate no sampling layout can beat, only a faster gradient step.
 Packing: `kappa-rllib tune --gpus-per-trial 1/N`'s layout: N kappa-PI-DQN trials of the Atari run above
@@ -53,13 +57,13 @@ import sys
 import torch
 
 from throughput_parts.atari import profile_atari, workload_atari, workload_graphs, workload_packing
-from throughput_parts.dqn import workload_w1, workload_w3
+from throughput_parts.dqn import workload_pipeline, workload_w1, workload_w3
 from throughput_parts.trpo import workload_w2
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, atari, graphs, packing")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, pipeline, atari, graphs, packing")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0",
@@ -68,6 +72,8 @@ def main(argv=None):
                    help="Atari: start learning only when the 100k replay is full (peak memory), not at 10k")
     p.add_argument("--device", default="cpu", help="Atari: where the learners (and the minimal loops) run: cpu or cuda")
     p.add_argument("--atari-algos", default="dqn,kappa-pi", help="Atari: which of dqn, kappa-pi to run")
+    p.add_argument("--learner-thread", default="off", choices=("off", "on", "both"),
+                   help="Atari, pipeline: the runs' `learner_thread` setting; both: a row for each")
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
@@ -107,6 +113,10 @@ def main(argv=None):
         ray.shutdown()
 
 
+def learner_threads(args) -> tuple:
+    return {"off": (False,), "on": (True,), "both": (False, True)}[args.learner_thread]
+
+
 def _kappa_rllib_file() -> str:
     import kappa_rllib
 
@@ -120,11 +130,13 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
         rows += [("W1",)] + workload_w1(args.steps, stock=not args.no_stock)
     if "w3" in workloads:
         rows += [("W3",)] + workload_w3(args.steps, runners)
+    if "pipeline" in workloads:
+        rows += [("W3's pipeline (kappa = 1)",)] + workload_pipeline(args.steps, runners, learner_threads(args))
     if "w2" in workloads:
         rows += [("W2",)] + workload_w2(args.iterations, runners, stock=not args.no_stock)
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
-                                              tuple(args.atari_algos.split(",")))
+                                              tuple(args.atari_algos.split(",")), learner_threads(args))
     if "graphs" in workloads:
         rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:
@@ -148,7 +160,14 @@ def round_ratios(rows: list[tuple]) -> dict[tuple[str, str], tuple[float | None,
     """(section, row name) -> (ratio to its section's minimal loop, ratio to raw env.step), both of this round."""
     minimal = {(sec, r[2]): r[1] for sec, r in sections(rows) if r[0].startswith("minimal")}
     raw_env = {(sec, r[2]): r[1] for sec, r in sections(rows) if r[0].startswith("gymnasium")}
-    return {(sec, r[0]): (r[1] / minimal[sec, r[2]] if (sec, r[2]) in minimal else None,
+    named = {(sec, r[0]): r[1] for sec, r in sections(rows)}
+
+    def base(sec, r):  # a row's own base (its 6th item: another row of its section, by name), else the minimal loop
+        if len(r) > 5:
+            return named.get((sec, r[5]))
+        return minimal.get((sec, r[2]))
+
+    return {(sec, r[0]): (r[1] / base(sec, r) if base(sec, r) else None,
                           r[1] / raw_env[sec, r[2]] if (sec, r[2]) in raw_env else None) for sec, r in sections(rows)}
 
 
@@ -183,7 +202,7 @@ def _median_range(values: list[float]) -> str:
 def print_table(table: list, rounds: int) -> None:
     what = "median of 1 round" if rounds == 1 else f"medians of {rounds} alternated rounds (range)"
     print(f"\n{what}")
-    print(f"{'run':<64}{'env steps/s':>12}{'vs minimal':>20}{'vs env.step':>20}{'peak PSS':>11}  notes")
+    print(f"{'run':<64}{'env steps/s':>12}{'vs its base':>20}{'vs env.step':>20}{'peak PSS':>11}  notes")
     for row in table:
         if isinstance(row, tuple):
             print(f"-- {row[0]}")

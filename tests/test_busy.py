@@ -426,38 +426,68 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     assert staging.is_dir()
 
 
-def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_staged_copies(tmp_path, monkeypatch):
+def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_staged_copies(tmp_path):
     """A trial made after Tune's last save of its state, whose folder reached storage before the driver was
     killed: the resumed search makes it again under a new folder name, so the grid would hold it twice and
     `report` count its seed twice. `--resume` moves it to `.kappa_orphans/` (out of `report`'s reach) and deletes
-    what the killed driver staged of it; the trials the state knows, and folders that are no trial's, stay."""
+    what the killed driver staged of it; so too a folder of a trial the state holds as never started (PENDING,
+    no folder: Tune starts it afresh elsewhere). Left in place: the trials the state names, folders that are no
+    trial's, and a trial the state lacks but the search has made already (Tune will not run it again), or where
+    the search state cannot be read."""
     import json
     import types
+
+    from ray import cloudpickle
 
     from kappa_rllib.report.load import load_runs
     from kappa_rllib.tuning import repair
 
     grid = tmp_path / "results" / "grid"
-    known, orphan = "KappaPIDQN_abc12_00000_0_seed=0_2026-12-04_10-00-00", "KappaPIDQN_abc12_00001_1_seed=1_2026-12-04_10-00-09"
-    for name, seed in ((known, 0), (orphan, 1)):
+    known = "KappaPIDQN_abc12_00000_0_seed=0_2026-12-04_10-00-00"
+    orphan = "KappaPIDQN_abc12_00001_1_seed=1_2026-12-04_10-00-09"
+    pending = "KappaPIDQN_abc12_00002_2_seed=2_2026-12-04_10-00-11"
+    made = "KappaPIDQN_abc12_00003_3_seed=3_2026-12-04_10-00-12"
+    for seed, name in enumerate((known, orphan, pending, made)):
         (grid / name).mkdir(parents=True)
         (grid / name / "params.json").write_text(json.dumps({"seed": seed, "env": "CartPole-v1"}))
         row = {"training_iteration": 1, "done": True, "env_runners": {"episode_returns": [10.0 + seed],
                                                                       "num_env_steps_sampled_lifetime": 500}}
         (grid / name / "result.json").write_text(json.dumps(row) + "\n")
     (grid / "not_a_trial").mkdir()
-    assert len(load_runs(tmp_path / "results")) == 2  # the seed counted twice
+    assert len(load_runs(tmp_path / "results")) == 4
     session = tmp_path / "ray" / "session_2026-12-04_10-00-00_1" / "artifacts" / "2026-12-04_10-00-00" / "grid" / \
         "driver_artifacts"
     (session / orphan).mkdir(parents=True)
     (session / known).mkdir(parents=True)
-    trial = types.SimpleNamespace(local_path=str(session.parents[4] / "session_2026-12-04_11-00-00_2" / "artifacts" /
-                                                 "2026-12-04_11-00-00" / "grid" / "driver_artifacts" / known))
-    said = repair._set_aside_orphans(grid, {known}, [(trial, None)])
-    assert said == [f"{orphan}: a trial folder Tune's saved state does not know (made after its last save, then the "
-                    "driver was killed) moved to .kappa_orphans/: the trial runs again from its start"]
-    assert sorted(p.name for p in grid.iterdir()) == [".kappa_orphans", known, "not_a_trial"]
-    assert (grid / ".kappa_orphans" / orphan / "result.json").is_file()
-    assert not (session / orphan).exists() and (session / known).is_dir()
-    assert [run.seed for run in load_runs(tmp_path / "results")] == [0]
-    assert repair._set_aside_orphans(grid, {known}, [(trial, None)]) == []  # nothing more to move
+    here = session.parents[4] / "session_2026-12-04_11-00-00_2" / "artifacts" / "2026-12-04_11-00-00" / "grid" / \
+        "driver_artifacts"
+
+    def trial(trial_id, name):
+        return types.SimpleNamespace(trial_id=trial_id, storage=types.SimpleNamespace(trial_dir_name=name),
+                                     local_path=str(here / (name or "x")))
+
+    # the state: 00000 with its folder, 00002 never started; 00001 and 00003 it lacks
+    trials = [(trial("abc12_00000", known), None), (trial("abc12_00002", None), None)]
+    said = repair._set_aside_orphans(grid, trials)  # no search state: nothing the state lacks is moved
+    unread = "a trial folder Tune's saved state does not know, and the search state cannot be read: left in place"
+    assert said[0] == f"{orphan}: {unread}" and said[2] == f"{made}: {unread}", said
+    assert said[1].startswith(f"{pending}: a trial folder") and (grid / orphan).is_dir() and (grid / made).is_dir()
+    (grid / ".kappa_orphans" / pending).rename(grid / pending)
+    # the search state: abc12_ trials 00000..00002 made (counter 3): 00003 is not yet, so the search makes it again
+    search = {"_iterators": [types.SimpleNamespace(uuid_prefix="abc12_", counter=3)]}
+    (grid / "basic-variant-state-2026-12-04_10-00-00.json").write_bytes(cloudpickle.dumps(search))
+    said = repair._set_aside_orphans(grid, trials)
+    moved = "a trial folder Tune's saved state does not know (made after its last save, then the driver was " \
+            "killed) moved to .kappa_orphans/: the trial runs again from its start"
+    assert said == [f"{orphan}: a trial folder Tune's saved state does not know, and its search has made that "
+                    "trial already: Tune will not run it; left in place",
+                    f"{pending}: {moved}", f"{made}: {moved}"], said
+    assert sorted(p.name for p in grid.iterdir() if p.is_dir()) == [".kappa_orphans", known, orphan, "not_a_trial"]
+    assert (grid / ".kappa_orphans" / made / "result.json").is_file()
+    assert (session / known).is_dir()
+    assert sorted(run.seed for run in load_runs(tmp_path / "results")) == [0, 1]
+    # a staged copy of a trial set aside is deleted (a cluster still up would copy it onto storage again)
+    (session / made).mkdir()
+    (grid / ".kappa_orphans" / made).rename(grid / made)
+    repair._set_aside_orphans(grid, trials)
+    assert not (session / made).exists() and not (grid / made).exists()

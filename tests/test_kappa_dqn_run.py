@@ -206,6 +206,7 @@ def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray
     def recording(max_steps):
         prefetched = algo.sampler.in_flight is not None
         (acting,) = algo.env_runner_group.foreach_env_runner(_acting_weights, local_env_runner=False)
+        algo._join_learning()  # the previous step's updates (on the learner thread, `learner_thread`) are in
         learner = module_weights(algo, DEFAULT_MODULE_ID)
         if prefetched:  # the chunk in flight was submitted at the start of the previous step
             expected = at_start[-1]
@@ -253,6 +254,31 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
     assert plain == overlapped and plain_size == size == T
     assert plain["env_steps"] == T and plain["theta_updates"] > 0 and plain["phi_updates"] > 0
     assert plain_lag == 24 and lag == 48
+
+
+@pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])
+def test_the_learner_thread_makes_the_serial_runs_updates_exactly(ray_local, config_cls):
+    """`learner_thread` (the gradient steps on a thread of their own while the next chunk is collected, added to
+    the replay and its minibatches drawn) against the serial order, with a remote EnvRunner and overlap: every
+    count, the same Q_theta and Q_phi weights to the bit, the same episodes, the same policy lag, at T."""
+    runs = []
+    for thread in (False, True):
+        algo = (short_config(config_cls).env_runners(num_env_runners=1)
+                .training(env_steps_per_runner_call=24, learner_thread=thread).build_algo())
+        returns, result = [], {}
+        while not result.get("done"):
+            result = algo.train()
+            returns += list(result["env_runners"].get("episode_returns", []))
+        assert (getattr(algo, "_pool", None) is not None) == thread  # the thread was used
+        runs.append((final_counts(algo, result), module_weights(algo, DEFAULT_MODULE_ID),
+                     module_weights(algo, PHI_MODULE_ID), returns))
+        algo.stop()
+    (counts, theta, phi, returns), (counts_t, theta_t, phi_t, returns_t) = runs
+    assert counts == counts_t and counts[0]["theta_updates"] > 0
+    assert counts[0]["phi_updates"] > 0 if config_cls is KappaPIDQNConfig else counts[0]["iteration"] > 1
+    assert theta.keys() == theta_t.keys() and all(np.array_equal(theta[k], theta_t[k]) for k in theta)
+    assert all(np.array_equal(phi[k], phi_t[k]) for k in phi)
+    assert returns == returns_t and len(returns) > 10
 
 
 # ----- the naive schedule (N_kappa = T, T_kappa = 1): chunks that span kappa-iterations

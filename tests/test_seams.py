@@ -218,7 +218,7 @@ def check_wandb(file_dir: Path, trials: dict) -> None:
 
 # ------------------------------------------------------------------------------------------ the seams
 # the kill schedules' seeds: two in CI; KAPPA_KILL_SEEDS=3,4,5 runs others, and replays a failing one
-KILL_SEEDS = [int(seed) for seed in os.environ.get("KAPPA_KILL_SEEDS", "47,5").split(",") if seed.strip()]
+KILL_SEEDS = [int(seed) for seed in (os.environ.get("KAPPA_KILL_SEEDS") or "47,5").split(",") if seed.strip()]
 
 
 @pytest.mark.learning
@@ -747,7 +747,7 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     * DQN: its last row not stored, but in the killed driver's staging folder, in the Ray session before this
       one on the same machine (a laptop's driver killed with its Ray): merged into storage, kept finished;
     * kappa-VI-DQN: rows 1-2 stored, no staging folder left (a new cluster), whole checkpoints at 3 and 4 (its
-      end): it starts over, both checkpoints deleted. Before, it resumed from 3, row 3 missing for good (CI:
+      end): it starts over, both checkpoints and its rows moved aside. Before, it resumed from 3, row 3 missing for good (CI:
       `test_a_file_of_three_grids_killed_...` found a trial whose stored rows began at iteration 2).
 
     Each ends at T with every row of its last timeline (`check_invariants`)."""
@@ -795,9 +795,12 @@ def test_resume_keeps_a_trial_that_finished_after_tunes_last_state_finished(tmp_
     assert said.count("finished at iteration 4 after Tune last saved its state: kept as finished") == 2, said
     assert "1 row(s) the killed driver wrote but never copied onto storage merged into it (the trial finished)" \
         in said, said
+    (vi_trial,) = (storage / "seams" / "kappa_vi_dqn").glob("*/result.json")
     assert ("its stored rows end at iteration 2, before its first whole checkpoint (the rows after were lost with "
-            "the driver): it starts over from iteration 1, and its 2 checkpoint(s) past its rows are deleted") \
-        in said, said
+            "the driver): it starts over from iteration 1; its 2 checkpoint(s) past its rows and its rows moved to "
+            f".kappa_orphans/{vi_trial.parent.name}/") in said, said
+    assert sorted(p.name for p in (storage / "seams" / "kappa_vi_dqn" / ".kappa_orphans" / vi_trial.parent.name)
+                  .iterdir())[-2:] == ["progress.csv", "result.json"]
     timelines = check_invariants(storage / "seams")
     by_grid = {grid: [r["training_iteration"] for r in rows] for grid, rows in timelines.values()}
     assert by_grid == {grid: [1, 2, 3, 4] for grid in GRIDS}

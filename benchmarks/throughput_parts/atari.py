@@ -13,9 +13,10 @@ from throughput_parts.minimal import ATARI, minimal_dqn_loop
 
 # ----------------------------------------------------------------- Atari
 def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str,
-                   algos: tuple = ("dqn", "kappa-pi")) -> list[tuple]:
+                   algos: tuple = ("dqn", "kappa-pi"), learner_threads: tuple = (False,)) -> list[tuple]:
     """kappa = 1 and kappa-PI-DQN (`algos`) on Breakout with the Atari preset beside the minimal
-    single-env loops, env steps/s over `steps` env steps after learning starts."""
+    single-env loops, env steps/s over `steps` env steps after learning starts; each remote-runner row once
+    per `learner_threads` setting (the config's `learner_thread`: gradient steps on a thread of their own)."""
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
     rows = Rows()
@@ -26,9 +27,11 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
             rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
         rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
     for runners in env_runners:
-        for name, kappa in [("kappa = 1 (DQN)" if k == 1.0 else n, k) for n, _, k in pairs]:
+        for name, kappa, thread in [("kappa = 1 (DQN)" if k == 1.0 else n, k, t) for n, _, k in pairs
+                                    for t in learner_threads]:
             config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
-                num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024)
+                num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024,
+                learner_thread=thread)
             if device.startswith("cuda"):
                 config.learners(num_gpus_per_learner=1)
             with PeakRSS() as mem:
@@ -39,10 +42,11 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                     if started is None and result["kappa"]["env_steps"] >= start_steps:
                         started, at = time.perf_counter(), result["kappa"]["env_steps"]
                 rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
-                ceiling = kappa == 1.0 and runners == env_runners[0]
+                ceiling = kappa == 1.0 and runners == env_runners[0] and thread == learner_threads[0]
                 alone = learner_alone_rate(algo, 5) if ceiling else None
                 algo.stop()
-            rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}", rate,
+            threaded = ", learner thread" if thread else ""
+            rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}{threaded}", rate,
                          "DQN" if kappa == 1.0 else name, mem.peak,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
             if ceiling:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from throughput_parts.common import PeakRSS, Rows, preset_config, run_to_done
+from throughput_parts.common import PeakRSS, Rows, learner_alone_rate, preset_config, run_to_done
 from throughput_parts.minimal import W1, W3, minimal_dqn_loop
 
 
@@ -97,3 +97,107 @@ def workload_w3(steps: int, env_runners: list[int]) -> list[tuple]:
                 rows.append((f"kappa-rllib {name}, its learner alone (nothing sampled)", result["learner_alone_rate"],
                              base, mem.peak, "the ceiling of any sampling layout"))
     return rows
+
+
+# ----------------------------------------------------------------- W3's pipeline: what binds a remote runner
+LEARNER_ALONE = "kappa = 1's learner alone, idle machine"
+
+
+def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple = (False,)) -> list[tuple]:
+    """W3 (MinAtar Breakout, kappa = 1, the MinAtar preset) taken apart, per remote EnvRunner count N, rates after
+    the learning start (`timed_run`):
+
+    * the whole run;
+    * the same run with nothing learnt: each learner call draws its minibatches from the replay as the run does,
+      then makes no gradient step (the acting weights never change, and are still published every chunk): the
+      pipeline's own ceiling (sampling calls, replay adds and draws, weight publishing);
+    * the N runners sampling alone: chunks of the run's size, one call a runner at a time as the run asks them,
+      nothing else done with the segments: what the runners give when nobody waits on a learner;
+    * after the N = first run: its learner alone on an idle machine (`learner_alone_rate`), then the same while
+      one process spins on a core (as a remote runner does during the run): on a 2-core machine the gradient step
+      itself slows while a runner samples."""
+    rows = Rows()
+    for runners in env_runners:
+        ceiling = runners == env_runners[0]
+        for thread in learner_threads if runners else (False,):  # (the thread needs remote runners)
+            if thread:
+                rate, result, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners)
+                                               .training(learner_thread=True))
+                algo.stop()
+                rows.append((f"kappa = 1, {runners} remote EnvRunner(s): the run, learner thread", rate, "DQN", 0,
+                             "base: the learner alone, idle machine", LEARNER_ALONE))
+        rate, result, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners))
+        rows.append((f"kappa = 1, {runners} remote EnvRunner(s): the run", rate, "DQN", 0,
+                     f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; base: the learner "
+                     "alone, idle machine", LEARNER_ALONE))
+        if ceiling:
+            rows.append((LEARNER_ALONE, learner_alone_rate(algo, 20), "DQN", 0,
+                         "typed calls of 64 updates, replay draws included"))
+            with busy_core():
+                rows.append(("kappa = 1's learner alone, one core kept busy", learner_alone_rate(algo, 20), "DQN", 0,
+                             "as during a run with a remote runner", LEARNER_ALONE))
+        algo.stop()
+        rate, _, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners), nothing_learnt=True)
+        nothing = f"kappa = 1, {runners} remote EnvRunner(s): nothing learnt"
+        if runners:
+            alone = f"{runners} remote EnvRunner(s) sampling alone"
+            rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0,
+                         f"chunks of {algo.config.env_steps_per_runner_call} env steps"))
+            rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling; base: the runners alone", alone))
+        else:
+            rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling"))
+        algo.stop()
+    return rows
+
+
+def timed_run(config, nothing_learnt: bool = False):
+    """(env steps/s after the learning start, last result, the algorithm, still running) of a run to its end.
+    `nothing_learnt`: every learner call draws its minibatches from the replay, then returns (no gradient step)."""
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch  # noqa: F401 (as the run builds it)
+
+    from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates
+
+    algo = config.build_algo()
+    if nothing_learnt:
+        def draw_only(call, minibatch_size, algo=algo):
+            n = num_updates(call)
+            if n:
+                algo.local_replay_buffer.sample(n * minibatch_size)
+
+        algo._learner_call = draw_only
+    start_steps = config.num_steps_sampled_before_learning_starts
+    result, t0, s0 = {}, None, 0
+    while not result.get("done"):
+        result = algo.train()
+        if t0 is None and result["kappa"]["env_steps"] >= start_steps:
+            t0, s0 = time.perf_counter(), result["kappa"]["env_steps"]
+    return (result["kappa"]["env_steps"] - s0) / (time.perf_counter() - t0), result, algo
+
+
+def runners_alone_rate(algo, steps: int) -> float:
+    """Env steps/s of the algorithm's remote EnvRunners sampling chunks of `env_steps_per_runner_call` env steps,
+    split across them as the run splits them, back to back, nothing else done: `steps` env steps in all."""
+    from kappa_rllib.algorithms.sampling import _env_steps
+
+    sampler, chunk = algo.sampler, algo.config.env_steps_per_runner_call
+    sampler.sample(chunk)  # warm-up
+    done, start = 0, time.perf_counter()
+    while done < steps:
+        done += _env_steps(sampler.sample(chunk, global_env_steps=done))
+    return done / (time.perf_counter() - start)
+
+
+class busy_core:
+    """A process spinning on one core for the duration of the `with`."""
+
+    def __enter__(self):
+        import subprocess
+        import sys
+
+        self._proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc):
+        self._proc.kill()
+        self._proc.wait()

@@ -152,16 +152,15 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     population = (folder / POPULATION_MARKER).is_file()
     done, kept_finished = [], set()
     trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state.get("trial_data", [])]
-    known = {name for name in (_dir_name(trial) for trial, _ in trials) if name}
-    if len(known) == len(trials):  # (every trial's folder name read: else nothing is set aside)
-        done += _set_aside_orphans(folder, known, trials)
+    done += _set_aside_orphans(folder, trials)
     for trial, row in trials:
         if trial.status == Trial.TERMINATED:
             continue
         trial.restore_run_metadata(row[1])
         name = _dir_name(trial)
-        trial_dirs = [folder / name] if name and (folder / name).is_dir() else \
-            sorted(folder.glob(f"*_{trial.trial_id}_*"))
+        if not name:  # never started as the state has it (PENDING): Tune runs it afresh, in a folder of its own
+            continue
+        trial_dirs = [folder / name] if (folder / name).is_dir() else []
         if not trial_dirs:
             continue
         stale = drop_stale_staging(trial, trial_dirs[0])
@@ -193,28 +192,39 @@ def _dir_name(trial) -> str | None:
 ORPHANS = ".kappa_orphans"  # where `_set_aside_orphans` moves trial folders the state does not know
 
 
-def _set_aside_orphans(folder, known: set, trials) -> list[str]:
-    """Moves the trial folders of `folder` that no trial of Tune's saved state names (`known`) into
-    `folder/.kappa_orphans/`, and deletes what killed drivers staged of them on this node; returns a line each.
+def _set_aside_orphans(folder, trials) -> list[str]:
+    """Moves the trial folders of `folder` that Tune's saved state does not hold as a trial's folder into
+    `folder/.kappa_orphans/`, and deletes what killed drivers staged of them on this node, where Tune will make
+    the trial again; returns a line each.
 
     Tune saves its state at most every ~10 s (longer where a save is slow), while a new trial's folder reaches
     storage with its first checkpoint (and a cluster still up copies the killed driver's staging of it at the
-    first sync). A driver killed in between leaves a trial folder its state does not know; the resumed search
-    makes that trial again, under a new folder name, so the grid would hold it twice (one seed counted twice by
-    `report`, the older folder picked by the next repair). Set aside, out of `report`'s reach
-    (kappa_rllib.report.load skips the folder), the trial is run once more from its start: the work lost is what
-    it did since the state's last save."""
+    first sync). A driver killed in between leaves a trial folder its state does not know: either a trial the
+    state lacks, which the resumed search makes again, or one the state holds as not yet started (PENDING, no
+    folder), which Tune starts afresh; either way under a new folder name, so the grid would hold it twice (one
+    seed counted twice by `report`). Set aside, out of `report`'s reach (kappa_rllib.report.load skips the
+    folder), the trial runs once more from its start: the work lost is what it did since the state's last save.
+
+    A folder of a trial that the state lacks but Tune's search state has already made (the two states saved at
+    different moments) is left where it is, with a line: Tune will not run that trial again (`_made_by_search`)."""
     import shutil
 
-    said = []
-    live = [p for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".") and p.name not in known
-            and ((p / "params.json").exists() or (p / "result.json").exists() or any(p.glob("checkpoint_*")))]
-    if not live:
-        return said
-    aside = folder / ORPHANS
-    aside.mkdir(exist_ok=True)
+    in_state = {trial.trial_id: _dir_name(trial) for trial, _ in trials}
+    named = {name for name in in_state.values() if name}
+    said, aside = [], folder / ORPHANS
     own = next((trial for trial, _ in trials), None)
-    for path in live:
+    for path in sorted(folder.iterdir()):
+        if not path.is_dir() or path.name.startswith(".") or path.name in named or not _is_trial_folder(path):
+            continue
+        trial_id = next((tid for tid in in_state if f"_{tid}_" in path.name), None)
+        if trial_id is None:  # a trial the state lacks
+            made = _made_by_search(folder, path.name)
+            if made is not False:
+                said.append(f"{path.name}: a trial folder Tune's saved state does not know, "
+                            + ("and its search has made that trial already: Tune will not run it; left in place"
+                               if made else "and the search state cannot be read: left in place"))
+                continue
+        aside.mkdir(exist_ok=True)
         target = aside / path.name
         if target.exists():
             shutil.rmtree(target)
@@ -224,6 +234,33 @@ def _set_aside_orphans(folder, known: set, trials) -> list[str]:
         said.append(f"{path.name}: a trial folder Tune's saved state does not know (made after its last save, "
                     f"then the driver was killed) moved to {ORPHANS}/: the trial runs again from its start")
     return said
+
+
+def _is_trial_folder(path: Path) -> bool:
+    return (path / "params.json").exists() or (path / "result.json").exists() or any(path.glob("checkpoint_*"))
+
+
+def _made_by_search(folder, name: str) -> bool | None:
+    """Whether the trial of folder `name` (`<trainable>_<trial id>_<tag>...`) has been made by Tune's search as its
+    newest saved state has it: a trial id is `<prefix><index, 5 digits>`, made while the index is below the count
+    of its variant iterator. None where that state cannot be read."""
+    import re
+
+    from ray import cloudpickle
+
+    search = _newest(folder, TUNE_STATES[1][0])
+    if search is None:
+        return None
+    try:
+        state = cloudpickle.loads(search.read_bytes())
+        iterators = [(str(it.uuid_prefix), int(it.counter)) for it in state["_iterators"]]
+    except Exception:  # noqa: BLE001 - another searcher, or a state cut short
+        return None
+    for prefix, counter in iterators:
+        match = re.search(f"_{re.escape(prefix)}(\\d{{5}})_", name)
+        if match:
+            return int(match.group(1)) < counter
+    return False
 
 
 def drop_stale_staging(trial, trial_dir) -> str | None:
@@ -409,18 +446,27 @@ def _start_over(manager, trial_dir, whole, reached: int) -> str:
     first whole checkpoint (the rows in between were lost with a driver whose staging folder is gone too: a new
     cluster). Resumed from that checkpoint, its rows would miss those iterations; started over, without a
     checkpoint, Tune's loggers begin its rows afresh (storage's copy is replaced at the first sync), so storage
-    holds iterations 1..T once each. The checkpoints past its rows, of the timeline it leaves, are deleted (a later
-    resume must not pick one up) and Tune's list of them emptied."""
+    holds iterations 1..T once each. The checkpoints past its rows and its rows, of the timeline it leaves, are
+    moved to `.kappa_orphans/<its folder>/` (a later resume must not pick one up; kept, since a staging folder the
+    repair could not read may have held the rows that reach them), and Tune's list of them emptied."""
     import shutil
 
     past = [path for iteration, path, _ in whole if iteration > reached]
-    for path in past:
-        shutil.rmtree(path, ignore_errors=True)
+    aside = trial_dir.parent / ORPHANS / trial_dir.name
+    aside.mkdir(parents=True, exist_ok=True)
+    # its rows too: the new timeline's replace them (Tune's loggers start afresh without a checkpoint), and a
+    # kill before Tune's first copy of those must not find the old rows in storage, spliced to new checkpoints
+    for path in [*past, trial_dir / "result.json", trial_dir / "progress.csv"]:
+        if path.exists():
+            target = aside / path.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            path.rename(target)
     manager._checkpoint_results = []
     manager._latest_checkpoint_result = None
     return (f"its stored rows end at iteration {reached}, before its first whole checkpoint (the rows after were "
-            f"lost with the driver): it starts over from iteration 1, and its {len(past)} checkpoint(s) past its "
-            "rows are deleted")
+            f"lost with the driver): it starts over from iteration 1; its {len(past)} checkpoint(s) past its rows "
+            f"and its rows moved to {ORPHANS}/{trial_dir.name}/")
 
 
 def _keep_finished(trial, row, manager, whole, last_result: dict) -> None:

@@ -114,22 +114,60 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
         self._last_chunk_steps = steps
         n_next = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps - steps)
+        threaded = self._threaded_learner()
+        if threaded:
+            # this chunk's minibatches, drawn now (the replay holds the chunks up to this one, as in the serial
+            # order); then the previous chunk's gradient steps, running since, are waited for and their weights
+            # published, so the next chunk acts with the same weights as in the serial order
+            draws = self._draw(program, cfg.total_train_batch_size)
+            self._join_learning()
         if cfg.overlap_sampling and self.env_runner_group.num_remote_workers() and n_next > 0:
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
             # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
             # learner updates on this one.
             self.sampler.submit(n_next, global_env_steps=self.phases.units)  # False: sampled next step
-        if program:
+        if program and threaded:
+            self._learning = self._learner_pool().submit(self._learn, draws)
+            if self.sampler.in_flight is None:  # no next chunk in this call (a phase's or train()'s end): finish
+                self._join_learning()
+        elif program:
             self._update(program)
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
                 self.sampler.sync()
         return steps
 
+    # ----- the learner thread (`learner_thread`): gradient steps beside the next chunk's collection
+    def _threaded_learner(self) -> bool:
+        cfg = self.config
+        return bool(cfg.learner_thread and cfg.overlap_sampling and self.env_runner_group.num_remote_workers())
+
+    def _learner_pool(self):
+        if getattr(self, "_pool", None) is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kappa-learner")
+        return self._pool
+
+    def _join_learning(self) -> None:
+        """Waits for the gradient steps running on the learner thread, if any: their results into the metrics,
+        then the new acting weights published (`Sampler.sync`), as the serial order does after its update."""
+        learning, self._learning = getattr(self, "_learning", None), None
+        if learning is None:
+            return
+        results, seconds = learning.result()  # (an error of the learner thread is raised here)
+        self.metrics.log_value((TIMERS, LEARNER_UPDATE_TIMER), seconds, reduce="ema")
+        for result in results:
+            self.metrics.aggregate(result, key=LEARNER_RESULTS)
+        with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            self.sampler.sync()
+
     def _end_improvement(self) -> None:
+        self._join_learning()
         self._update(self._iteration_end_program())
 
     def _evaluation_step(self) -> None:
         """Up to `updates_per_learner_call` Q_phi updates of the evaluation phase, one fused learner call."""
+        self._join_learning()
         self._update(self._evaluation_program(min(self.phases.updates_left_in_phase(),
                                                   self.config.updates_per_learner_call)))
 
@@ -141,23 +179,64 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
 
     def _learner_call(self, call: list, minibatch_size: int) -> None:
         """One fused learner call: its minibatches sampled from the replay in one draw."""
-        gradient_steps = num_updates(call)  # (checks every step is typed)
-        if not gradient_steps:  # no gradient step: nothing to sample; phi <- theta only where the call says so
-            if COPY_THETA_TO_PHI in call:
-                self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
-            return
-        with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
-            data = self.local_replay_buffer.sample(gradient_steps * minibatch_size)
-        batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=gradient_steps * minibatch_size)
-        with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-            results = self.learner_group.update(
+        results, seconds = self._learn(self._draw(call, minibatch_size, split=False))
+        self.metrics.log_value((TIMERS, LEARNER_UPDATE_TIMER), seconds, reduce="ema")
+        for result in results:
+            self.metrics.aggregate(result, key=LEARNER_RESULTS)
+
+    def _draw(self, program: list, minibatch_size: int, split: bool = True) -> list[tuple]:
+        """The program's fused learner calls (`updates_per_learner_call` gradient steps at most; `split` False:
+        `program` is one call), each with its minibatches drawn from the replay in one draw (None: a call with no
+        gradient step) and the env steps sampled so far."""
+        calls = split_into_calls(program, self.config.updates_per_learner_call) if split else [program]
+        draws = []
+        for call in calls:
+            gradient_steps = num_updates(call)  # (checks every step is typed)
+            batch = None
+            if gradient_steps:
+                with self.metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+                    data = self.local_replay_buffer.sample(gradient_steps * minibatch_size)
+                batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(data)}, env_steps=gradient_steps * minibatch_size)
+            draws.append((call, batch, minibatch_size, self.phases.units))
+        return draws
+
+    def _learn(self, draws: list[tuple]) -> tuple[list, float]:
+        """The learner calls of `_draw`, in order: (their results, the seconds they took). No gradient step:
+        nothing to learn; phi <- theta only where the call says so. Touches the learners only (it may run on the
+        learner thread): the metrics are the caller's to log."""
+        import time
+
+        start, results = time.perf_counter(), []
+        for call, batch, minibatch_size, units in draws:
+            if batch is None:
+                if COPY_THETA_TO_PHI in call:
+                    self.learner_group.foreach_learner(lambda learner: learner.copy_theta_to_phi())
+                continue
+            results.append(self.learner_group.update(
                 batch=batch,
-                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: self.phases.units},
+                timesteps={NUM_ENV_STEPS_SAMPLED_LIFETIME: units},
                 fused_update={"program": call, "minibatch_size": minibatch_size},
-            )
-        self.metrics.aggregate(results, key=LEARNER_RESULTS)
+            ))
+        return results, time.perf_counter() - start
+
+    def stop(self) -> None:
+        learning, self._learning = getattr(self, "_learning", None), None
+        if learning is not None:
+            learning.exception()  # (waits; whatever it raised no longer matters)
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        super().stop()
 
     # ----- checkpoints: phases and counters via KappaLoopMixin's get_state, plus the replay buffer
+    def get_state(self, *args, **kwargs):
+        self._join_learning()  # (before the learners' weights are read: every update made is in the state)
+        return super().get_state(*args, **kwargs)
+
+    def set_state(self, state) -> None:
+        self._join_learning()  # (before the learners' weights are replaced)
+        super().set_state(state)
+
     def _extra_kappa_state(self) -> dict:
         if not self.config.checkpoint_replay_buffer:
             return {"replay_buffer": None}

@@ -71,6 +71,12 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         # With remote EnvRunners: sample the next chunk while the learner updates on this one
         # (policy lag <= 2 x env_steps_per_runner_call).
         self.overlap_sampling = True
+        # With overlap_sampling: the gradient steps on a thread of their own, so that collecting the next
+        # chunk, adding it to the replay and drawing its minibatches overlap them (the same updates, order,
+        # minibatches and acting weights as without: results identical). Off: on a 2-core CPU machine it
+        # measured no faster (docs/measured.md, W3's pipeline); it is for a GPU learner, whose host thread
+        # waits on the device (benchmarks/gpu_check.sh measures both).
+        self.learner_thread = False
         # On a GPU: each gradient step replayed as a CUDA graph (one launch instead of ~78 for the
         # Nature CNN); settings a graph cannot hold run eagerly (torch/gradient_step.py).
         self.cuda_graphs = True
@@ -88,6 +94,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
     def training(self, *, env_steps_per_update: int | None = None, env_steps_per_fragment: int | None = None,
                  env_steps_per_iteration: int | None = None, env_steps_per_runner_call: int | None = None,
                  updates_per_learner_call: int | None = None, overlap_sampling: bool | None = None,
+                 learner_thread: bool | None = None,
                  checkpoint_replay_buffer: bool | None = None, v_phi_source: str | None = None,
                  episodic_life: bool | None = None, cuda_graphs: bool | None = None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and these
@@ -110,6 +117,10 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             updates_per_learner_call: Gradient updates fused into one learner call (at most).
             overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates
                 on this one (policy lag <= 2 x env_steps_per_runner_call).
+            learner_thread: With `overlap_sampling`, run the gradient steps on a thread of their own: the next
+                chunk is collected, added to the replay and its minibatches drawn while they run. The same
+                updates in the same order on the same minibatches, the same acting weights: results are
+                identical to False (the default: on 2 CPU cores it measured no faster).
             checkpoint_replay_buffer: Save the replay buffer in checkpoints (exact resume).
             v_phi_source: Which network V_phi reads: `V_PHI_PAPER` or `V_PHI_AUTHORS` (kappa_rllib.variant).
             episodic_life: Learning sees a terminal when a life is lost (needs `life_lost` in the env's info).
@@ -123,7 +134,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             env_steps_per_iteration=env_steps_per_iteration,
             env_steps_per_runner_call=env_steps_per_runner_call,
             updates_per_learner_call=updates_per_learner_call,
-            overlap_sampling=overlap_sampling,
+            overlap_sampling=overlap_sampling, learner_thread=learner_thread,
             checkpoint_replay_buffer=checkpoint_replay_buffer,
             v_phi_source=v_phi_source,
             episodic_life=episodic_life,
@@ -167,6 +178,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         if self.v_phi_source not in V_PHI_SOURCES:
             raise ValueError(f"v_phi_source must be {V_PHI_PAPER!r} or {V_PHI_AUTHORS!r}, got {self.v_phi_source!r}")
         check_bool("overlap_sampling", self.overlap_sampling)
+        check_bool("learner_thread", self.learner_thread)
         check_bool("episodic_life", self.episodic_life)
         clip = self.clip_rewards
         if not (clip is None or isinstance(clip, bool) or (isinstance(clip, (int, float)) and clip > 0)):

@@ -74,7 +74,10 @@ def _wandb_callback(project_name, group, results_folder, entity_name):
                 # returns, and Ray's callback kills this actor as soon as run() returns (ray.kill: no atexit, where
                 # W&B would wait): a finished trial's last rows were missing from its offline run (a kill-schedule
                 # test, seed 1: 2 of 4 rows, the service's log cut before its close). teardown() waits for it.
-                self._wandb.teardown()
+                try:
+                    self._wandb.teardown()
+                except (Exception, SystemExit):  # noqa: BLE001 - its exit code would hide run()'s own error
+                    pass
 
         def _handle_result(self, result):
             if not getattr(self, "_step_defined", False):  # once, in the actor, after wandb.init
