@@ -403,3 +403,34 @@ def test_a_grid_started_by_the_version_before_the_file_view_still_unpickles():
             b"\x93\x94)\x81\x94" + pickle.dumps(old_state, protocol=4)[2:-1] + b"b.")
     restored = pickle.loads(data)
     assert type(restored).__name__ == "CompactProgress" and restored.grid_name == "g"
+
+
+def test_a_storage_error_while_the_grids_run_is_one_line_with_exit_2_and_no_empty_tuner_file(tmp_path, monkeypatch,
+                                                                                            capsys):
+    """An OSError from the grids' run (a disk that fills as Tune sets a grid up, a folder gone, an error of a
+    cluster-side storage call): one line naming the error, its path and the storage, how to go on, exit 2, no
+    traceback; the empty `tuner.pkl` a full disk leaves (which Tune would take for a run to restore) is gone."""
+    import errno
+    from pathlib import Path
+
+    from kappa_rllib.cli import main, tune as tune_verb
+    from kappa_rllib.tuning import driver
+
+    storage, written = tmp_path / "results", []
+
+    def full_disk(grids, path, **kwargs):
+        folder = Path(path) / grids[0].name
+        folder.mkdir(parents=True)
+        (folder / "tuner.pkl").write_bytes(b"")
+        written.append(folder / "tuner.pkl")
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "tuner.pkl"))
+
+    monkeypatch.setattr(tune_verb, "start_ray", lambda *args, **kwargs: None)
+    monkeypatch.setattr(driver, "run", full_disk)
+    code = main(["tune", "tune_configs/small/cartpole_dqn.py", "--storage", str(storage), "--num-cpus", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"kappa-rllib: error: [Errno 28] No space left on device: '{written[0]}': the storage "
+                          f"{storage / 'cartpole_dqn'} could not be written; fix it, then start again, or resume "
+                          "with: "), err
+    assert not written[0].exists()

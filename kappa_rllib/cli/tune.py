@@ -115,6 +115,22 @@ def _check_local_cpus(args, grids) -> None:
                                          lower="set .env_runners(num_env_runners=...) lower in the file")
 
 
+def _drop_empty_tuner_files(storage, grids) -> None:
+    """The empty `tuner.pkl` a full disk leaves in a grid's (local) folder as Tune sets the grid up: Tune would
+    take it for a run to restore, and fail to read it."""
+    from kappa_rllib.tuning import storage as stores
+
+    if stores.is_uri(storage):
+        return
+    for grid in grids:
+        path = Path(storage) / grid.name / "tuner.pkl"
+        try:
+            if path.is_file() and path.stat().st_size == 0:
+                path.unlink()
+        except OSError:
+            pass
+
+
 def main(args) -> int:
     """Every grid of the file, validated before Ray starts."""
     from kappa_rllib import experiments
@@ -164,6 +180,10 @@ def main(args) -> int:
                                   tensorboard=args.tensorboard)
     except ValueError as e:
         return error(one_line(e))
+    except OSError as e:  # a full disk, a folder that went away, a cluster-side storage error: one line, no traceback
+        _drop_empty_tuner_files(storage, grids)
+        return error(f"{one_line(e)}: the storage {storage} could not be written; fix it, then "
+                     f"{'' if args.resume else 'start again, or '}resume with: {_resume_command(args)}")
     except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
         print(f"kappa-rllib: error: {e}; resume with: {_resume_command(args)}", file=sys.stderr)
         return 1
