@@ -10,6 +10,7 @@ trial went on from its latest checkpoint, not from iteration 1.
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -135,7 +136,8 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     --resume is made certain: Tune's experiment state as it was at the first checkpoint (a copy older than
     the trial's last checkpoint, naming one that has since been deleted or is older), a result row cut
     short, and Tune's search state cut short (without its whole copy put back, Tune starts the grid afresh).
-    Space freed, `tune --resume` goes on from the newest whole checkpoint its stored rows reach, every result row
+    Space freed, `tune --resume` goes on from the newest whole checkpoint its stored rows reach (with the rows the
+    stopped driver staged and never copied, merged first), every result row
     parses, the trial ends once at T, and `report` reads it. (Without repair.repair_state's checkpoint
     step it resumes from the stale state's checkpoint or from iteration 1: this test fails.)"""
     from kappa_rllib import checkpoints
@@ -177,8 +179,7 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     reached = max(filter(None, map(_iteration_of, (trial_dir / "result.json").read_text().splitlines())))
     whole = sorted((checkpoints.check(c)["training_iteration"], c) for c in trial_dir.glob("checkpoint_*")
                    if _is_whole(c))
-    kept, last_whole = max((c for c in whole if c[0] <= reached), default=whole[0])
-    clock = checkpoints.check(last_whole)["time_total_s"]  # Tune's clock at that save
+    clocks = {c: checkpoints.check(c)["time_total_s"] for _, c in whole}  # Tune's clock at each save
     for later in sorted(trial_dir.glob("checkpoint_*")):
         if later.name > newest_whole.name:  # the save the disk cut short: never taken for a checkpoint
             with pytest.raises(checkpoints.CheckpointError):
@@ -193,6 +194,14 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     search.write_bytes(search.read_bytes()[:4096])  # the search state cut short (else Tune starts afresh)
     out = tune(file, "--storage", small_disk, "--num-cpus", "1", "--checkpoint-every", "2", "--resume")
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    # the rows the stopped driver wrote after Tune's last copy, in its staging folder (the Ray session before this
+    # one), are merged into storage up to its newest whole checkpoint first (repair.drop_stale_staging), unless
+    # storage's rows are no prefix of them
+    merged = re.search(r"merged into it \(up to its checkpoint at iteration (\d+)\)", out.stderr)
+    if merged:
+        reached = max(reached, int(merged.group(1)))
+    kept, last_whole = max((c for c in whole if c[0] <= reached), default=whole[0])
+    clock = clocks[last_whole]
     assert f"resumes from {last_whole.name} (iteration {kept})" in out.stderr, out.stderr[-3000:]
     assert [p for p in grid_dir.iterdir() if p.is_dir()] == [trial_dir], out.stderr[-3000:]  # no trial anew
     lines = (trial_dir / "result.json").read_text().splitlines()
