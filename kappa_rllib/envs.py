@@ -183,20 +183,25 @@ class LifeLossSignal(gym.Wrapper):
         return obs, reward, terminated, truncated, {**info, LIFE_LOST: life_lost}
 
 
-_ACTION_SPACES: dict[tuple[str, str], gym.Space] = {}
+_SPACES: dict[tuple[str, str], tuple[gym.Space, gym.Space]] = {}
+
+
+def spaces_of(env_id: str, env_config: dict | None = None) -> tuple[gym.Space, gym.Space]:
+    """The env's (observation space, action space), made once per id and config, then cached."""
+    key = (env_id, json.dumps(dict(env_config or {}), sort_keys=True, default=repr))
+    # a user's Tune name may be registered again, to another env (this package's own prefixed names never are)
+    if key not in _SPACES or (not str(env_id).startswith(_PREFIX) and tune_registered(env_id)):
+        env = make_env(env_id, env_config)
+        try:
+            _SPACES[key] = (env.observation_space, env.action_space)
+        finally:
+            env.close()
+    return _SPACES[key]
 
 
 def action_space_of(env_id: str, env_config: dict | None = None) -> gym.Space:
-    """The env's action space (made once per id and config, then cached)."""
-    key = (env_id, json.dumps(dict(env_config or {}), sort_keys=True, default=repr))
-    # a user's Tune name may be registered again, to another env (this package's own prefixed names never are)
-    if key not in _ACTION_SPACES or (not str(env_id).startswith(_PREFIX) and tune_registered(env_id)):
-        env = make_env(env_id, env_config)
-        try:
-            _ACTION_SPACES[key] = env.action_space
-        finally:
-            env.close()
-    return _ACTION_SPACES[key]
+    """The env's action space (`spaces_of`)."""
+    return spaces_of(env_id, env_config)[1]
 
 
 def rllib_env_name(env_id: str) -> str:

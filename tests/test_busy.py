@@ -141,6 +141,72 @@ def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
     assert callback.fd is None and not (tmp_path / "moved").exists()
 
 
+PEEK = textwrap.dedent("""\
+    import fcntl, os, sys, time
+    fd = os.open(os.path.join(sys.argv[1], ".kappa_rllib_driver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # what busy.holder's peek holds, here for longer
+    print("peeking", flush=True)
+    time.sleep(float(sys.argv[2]))
+    os.close(fd)
+    time.sleep(60)
+    """)
+
+
+def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused_at_once(tmp_path):
+    """issue 64 (LOW 4): `holder()` peeks with a shared lock held for a moment. A run's setup that came at that
+    moment was refused at once, naming no holder or itself (10 of 834 setups in a loop). It now tries again while
+    only a peek holds the folder; a run's lock (exclusive) is still refused at once."""
+    from kappa_rllib.tuning import busy
+
+    folder = tmp_path / "grid"
+    folder.mkdir()
+    callback = busy.hold(str(folder), "g")  # (made first: it imports Ray Tune, seconds on a busy machine)
+    peek = subprocess.Popen([sys.executable, "-c", PEEK, str(folder), "0.3"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert peek.stdout.readline().strip() == "peeking"
+        started = time.monotonic()
+        callback.setup()  # (before: GridBusy "grid 'g' is being run by another driver (another process)")
+        waited = time.monotonic() - started
+        assert callback.fd is not None and 0.1 < waited < busy.PEEK_S + 0.5, waited
+        callback.release()
+    finally:
+        peek.kill()
+        peek.wait()
+    process = _holder_process(folder, hold_s=600)
+    try:
+        started = time.monotonic()
+        with pytest.raises(busy.GridBusy, match=f"pid {process.pid},"):
+            busy.hold(str(folder), "g").setup()
+        assert time.monotonic() - started < 0.5  # a run's lock is not waited on as a peek's is
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_folder_stays_held_until_the_runs_last_callback_has_ended(ray_local, tmp_path, monkeypatch):
+    """issue 64 (LOW 4): the lock was let go in the hold's own on_experiment_end, before the callbacks after it
+    ended (W&B's waits up to 1,800 s for its actors): a waiting --resume could repair beside a run still ending.
+    The driver now puts the let-go last: a logger's end (after the hold) still sees the folder held by this run."""
+    from ray import tune
+    from ray.tune.callback import Callback
+
+    from kappa_rllib.experiments import Grid
+    from kappa_rllib.tuning import busy, tracking
+    from test_config_once import SeededConfig, _run_grids
+
+    seen = []
+
+    class Ending(Callback):  # a tracker that takes its time to end, after the hold in the callbacks
+        def on_experiment_end(self, trials, **info):
+            seen.append(busy.holder(tmp_path / "storage" / "ends"))
+
+    monkeypatch.setattr(tracking, "tune_loggers", lambda **kw: [Ending()])
+    grid = Grid("ends", SeededConfig({"lr": 0.1, "seed": tune.grid_search([0]), "rows": 2}))
+    _run_grids(tmp_path, [grid])
+    assert len(seen) == 1 and seen[0] is not None and f"pid {os.getpid()}," in seen[0], seen  # (before: None)
+    assert busy.holder(tmp_path / "storage" / "ends") is None  # let go as the run ended
+
+
 LOOK = textwrap.dedent("""\
     import sys
     from types import SimpleNamespace

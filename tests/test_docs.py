@@ -189,7 +189,7 @@ def test_the_api_reference_documents_the_modules_the_guides_use_and_no_internal_
     assert not private, f"private names documented: {private[:5]}"
     assert set(pages) == set(API_PAGES), sorted(pages)
     for name in API_PAGES[1:]:
-        signatures = [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in re.findall(r'<div class="doc-signature[^"]*">(.*?)</div>', pages[name], flags=re.S)]
+        signatures = [html.unescape(re.sub(r"<[^>]+>", "", s)) for s in re.findall(r'<div class="[^"]*doc-signature[^"]*">(.*?)</div>', pages[name], flags=re.S)]
         typed = [s for s in signatures if " -> " in s and re.search(r"\w: \w", s)]
         assert len(typed) >= 3, f"{name}: {len(typed)} typed signatures of {len(signatures)}"
 

@@ -1,11 +1,11 @@
 """RLlib's own habits and test utilities on every exported algorithm, as an RLlib 2.60 user would drive each one
 beside RLlib's DQN and PPO (docs/rllib-settings.md):
 
-| algorithm | check_train_results_new_api_stack x4 | from_checkpoint round trip | bare evaluate() | register_env name | plain tune.Tuner's config |
-|---|---|---|---|---|---|
-| kappa-PI-DQN, kappa-VI-DQN, DQN (kappa = 1) | each row | state equal, goes on in step | 10 episodes | trains | whole on every row |
-| kappa-PI-TRPO, kappa-VI-TRPO, TRPO, GAE | each row | state equal, goes on in step | 10 episodes | trains | whole on every row |
-| kappa-PI-PPO, kappa-VI-PPO, kappa-PI-APPO, kappa-VI-APPO | each row | state equal, goes on | 10 episodes | trains | whole on every row |
+| algorithm | check_train_results_new_api_stack x4 | from_checkpoint round trip | bare evaluate() | register_env name | plain tune.Tuner's config | Discrete observation |
+|---|---|---|---|---|---|---|
+| kappa-PI-DQN, kappa-VI-DQN, DQN (kappa = 1) | each row | state equal, goes on in step | 10 episodes | trains | whole on every row | one line at validate() |
+| kappa-PI-TRPO, kappa-VI-TRPO, TRPO, GAE | each row | state equal, goes on in step | 10 episodes | trains | whole on every row | one line at validate() |
+| kappa-PI-PPO, kappa-VI-PPO, kappa-PI-APPO, kappa-VI-APPO | each row | state equal, goes on | 10 episodes | trains | whole on every row | one line at validate() |
 
 "State equal": every network's weights, the kappa phase machine and the counters; "goes on in step": the restored
 algorithm's next iterations report the same iteration and env-step counts as the original's. Not bit for bit:
@@ -213,3 +213,14 @@ def test_from_checkpoint_checks_the_manifest_as_load_does(registered, tmp_path):
         Algorithm.from_checkpoint(str(path)).stop()
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_an_observation_space_without_a_default_network_is_refused_at_validate_in_one_line(name):
+    """Taxi-v3's Discrete(500) observation: RLlib's catalog raised "No default encoder config" as the algorithm was
+    built (a traceback from `kappa-rllib train`, exit 1); `validate()` now names the env and what to do."""
+    with pytest.raises(ValueError) as refused:
+        ALGORITHMS[name]().environment("Taxi-v3").validate()
+    message = str(refused.value)
+    assert "\n" not in message and "'Taxi-v3' has a Discrete(500) observation space" in message, message
+    ALGORITHMS[name]().environment("CartPole-v1").validate()  # a Box: no word

@@ -201,8 +201,31 @@ MEASURE = r"""
                          scrollWidth: e.scrollWidth, clientWidth: e.clientWidth,
                          right: Math.round(e.getBoundingClientRect().right), column: Math.round(right)});
   }
+  // boxes that scroll sideways here (more than they show), and whether they say so: the edge shadows (extra.css)
+  const scrollers = [...content.querySelectorAll("*")].filter(e => scrolls(e) && e.scrollWidth > e.clientWidth + 1)
+    .map(e => ({element: name(e), text: e.textContent.trim().slice(0, 60), scrollWidth: e.scrollWidth,
+                clientWidth: e.clientWidth, cue: getComputedStyle(e).backgroundImage.includes("gradient"),
+                python: !!e.closest(".language-python")}));
+  // each code block's copy button against the block's text on screen: the characters it covers
+  const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const copyButtons = [...content.querySelectorAll("pre")].filter(p => p.querySelector("button.md-code__button")).map(p => {
+    const button = p.querySelector("button.md-code__button").getBoundingClientRect();
+    const code = p.querySelector("code");
+    let covered = "";
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 0; i < node.length; i++) {
+        if (!node.data[i].trim()) continue;
+        const range = document.createRange();
+        range.setStart(node, i); range.setEnd(node, i + 1);
+        if ([...range.getClientRects()].some(r => overlap(r, button))) covered += node.data[i];
+      }
+      if (covered.length > 40) break;
+    }
+    return {text: code.textContent.trim().slice(0, 50), covered};
+  });
   return {
-    equations, code, figures,
+    equations, code, figures, scrollers, copyButtons,
     nav: here.map(a => a.textContent.trim().replace(/\s+/g, " ")),
     toc: [...document.querySelectorAll("nav.md-nav--secondary a.md-nav__link")].map(a => a.textContent.trim()),
     h1: h1 ? h1.textContent.replace("¶", "").trim().replace(/\s+/g, " ") : null,
@@ -389,6 +412,36 @@ def test_nothing_is_wider_than_its_box_on_a_desktop(shown):
             problems.append(f"{page}: the page scrolls sideways by {found['pageScroll']} px")
         problems += [f"{page}: {w['element']} is {w['scrollWidth']} px in a {w['clientWidth']} px box "
                      f"(right edge {w['right']}, column {w['column']}): {w['text']}" for w in found["wide"]]
+    assert not problems, report(problems)
+
+
+def test_what_scrolls_sideways_on_a_phone_shows_that_it_does_and_commands_wrap(shown):
+    """On a phone (whose scroll bars show only while a finger moves them), every box wider than it shows (a
+    displayed equation, a results table, a Python block) has the edge shadows that say there is more; a command
+    block (bash, console, text) wraps its long lines instead and never scrolls. Before: the algorithms page's
+    losses and every quickstart command stopped mid-line ("arg ma", "--env Cart") with nothing to say so."""
+    problems, seen = [], 0
+    for (page, width), found in shown.items():
+        if width != "phone":
+            continue
+        for box in found["scrollers"]:
+            seen += 1
+            if box["element"] == "code" and not box["python"]:
+                problems.append(f"{page}: a command block scrolls ({box['scrollWidth']} px in {box['clientWidth']}): "
+                                f"{box['text']}")
+            elif not box["cue"]:
+                problems.append(f"{page}: {box['element']} scrolls ({box['scrollWidth']} px in {box['clientWidth']}) "
+                                f"with no cue: {box['text']}")
+    assert seen >= 5, seen  # the algorithms page's wide losses, the results' wide tables
+    assert not problems, report(problems)
+
+
+def test_the_copy_button_covers_no_code(shown):
+    """The copy button on a code block sits clear of every character of the block, at both widths (on a phone it
+    sat over the end of each long command's first line)."""
+    problems = [f"{page} at {width}: the copy button covers {b['covered']!r} of: {b['text']}"
+                for (page, width), found in shown.items() for b in found["copyButtons"] if b["covered"]]
+    assert sum(len(found["copyButtons"]) for found in shown.values()) > 40
     assert not problems, report(problems)
 
 

@@ -94,12 +94,38 @@ class TwoStageValidationMixin:
         problems.raise_if_any()
         super().validate()  # RLlib's own checks (they expect the types checked above)
         self.check_relations()
+        self.check_observation_space()
 
     def check_ranges(self, problems: SettingProblems) -> None:
         pass
 
     def check_relations(self) -> None:
         pass
+
+    def check_observation_space(self) -> None:
+        """RLlib's default networks read a `Box` observation only (its catalog raises "No default encoder config"
+        as the algorithm is built, a traceback from the CLI): said at `validate()` instead, naming the env, unless
+        the config brings its own RLModule."""
+        import gymnasium as gym
+
+        if not isinstance(self.env, str) or _own_module(getattr(self, "_rl_module_spec", None)):
+            return
+        space = envs.spaces_of(self.env, self.env_config)[0]
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"env {self.env!r} has a {space} observation space: RLlib's default networks need a Box; "
+                             "wrap the env so that it gives one (one-hot a Discrete state) or give your own "
+                             "RLModule with .rl_module(rl_module_spec=...)")
+
+
+def _own_module(spec) -> bool:
+    """Whether an RLModule spec names a module or catalog class of the user's (the kappa configs' own specs name
+    their modules, `kappa_phi`, with the default classes: None)."""
+    if spec is None:
+        return False
+    specs = getattr(spec, "rl_module_specs", None)
+    specs = specs.values() if isinstance(specs, dict) else [spec]
+    return any(getattr(s, "module_class", None) is not None or getattr(s, "catalog_class", None) is not None
+               for s in specs)
 
 
 def check_env_known(env) -> None:

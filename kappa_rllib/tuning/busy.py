@@ -34,6 +34,10 @@ LOCK_FILE = ".kappa_rllib_driver.lock"
 # longer than Ray Client's default reconnect grace (30 s): a client that went away has its runs end on the head
 WAIT_S = 60.0
 POLL_S = 0.5
+# `holder`'s peek holds a shared lock for a moment: a run's `acquire` refused within this long tries again, so that
+# a peek (another driver's --resume waiting, `kappa-rllib tune` checking a fresh folder) never reads as a holder
+PEEK_S = 1.0
+PEEK_POLL_S = 0.01
 
 
 class GridBusy(ValueError):
@@ -80,8 +84,12 @@ def acquire(folder, *, run: bool = False) -> str | None:
         fd = _open(Path(folder))
     except OSError:  # no folder (moved), a full disk, a read-only one: unguarded
         return None
+    deadline = time.monotonic() + PEEK_S
     try:
-        held = _try_lock(fd, exclusive=True)
+        # refused beside a peek: again, until the peek has let go (a run's lock: at once, named)
+        while not (held := _try_lock(fd, exclusive=True)) and time.monotonic() < deadline \
+                and not _run_holds(Path(folder)):
+            time.sleep(PEEK_POLL_S)
     except OSError:  # a file system without locks (ENOLCK: an NFS mount without its lock service)
         os.close(fd)
         return None
@@ -142,6 +150,21 @@ def take(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
         time.sleep(POLL_S)
 
 
+def _run_holds(folder: Path) -> bool:
+    """Whether a run holds the folder's lock (exclusively) rather than a peek (shared): a shared lock is
+    granted beside a peek, not beside a run. (A descriptor of its own: flock locks go by open file.)"""
+    import fcntl
+
+    fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
+    try:
+        if _try_lock(fd, exclusive=False):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
 def _who(fd: int) -> str:
     """What the holder wrote into the lock file: "host H, pid P, since T"."""
     return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
@@ -183,12 +206,31 @@ def busy_message(path, name: str, who: str) -> str:
 
 def hold(folder, name: str):
     """A Tune callback holding the grid folder's lock for its Tune run: taken as the run starts (GridBusy,
-    one line, where another run holds it), let go as it ends (or with its process)."""
+    one line, where another run holds it), let go as it ends (or with its process).
+
+    Tune ends its callbacks in their order, and one may take long to end (W&B's waits for its logging actors,
+    up to 30 minutes): a run that puts its callbacks after this one puts `let_go_last()` last, so that the
+    folder is held until every callback has ended, and a waiting `--resume` repairs nothing under a run
+    still ending."""
     from ray import tune
+
+    class LetGo(tune.Callback):
+        def __init__(self, holding):
+            self.holding = holding
+
+        def on_experiment_end(self, trials, **info):
+            self.holding.release()
 
     class HoldFolder(tune.Callback):
         def __init__(self):
             self.held = False
+            self.later = False  # let go by the callback `let_go_last` made, not by this one's end
+
+        def let_go_last(self):
+            """The callback that lets go of the folder as the run ends: the run's last (Tune pickles both in one
+            list, into tuner.pkl and to the head: they stay one pair there)."""
+            self.later = True
+            return LetGo(self)
 
         def setup(self, **info):
             self.release()
@@ -204,7 +246,8 @@ def hold(folder, name: str):
             return held_fd(folder) if self.held else None
 
         def on_experiment_end(self, trials, **info):
-            self.release()
+            if not self.later:
+                self.release()
 
         def release(self):
             if self.held:

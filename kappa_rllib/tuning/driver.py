@@ -117,6 +117,8 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
             callbacks += around_loggers(tune_loggers(tensorboard=tensorboard), axes=grid.mutations)
             if resume and checkpoint_every is not None:  # last: the stateful callbacks keep their positions
                 callbacks.append(checkpoint_every_callback(checkpoint_every))
+            if holds and holds[-1] in callbacks:  # the folder held until every callback above has ended
+                callbacks.append(holds[-1].let_go_last())
             jobs.append((grid.name, _tuner(grid, storage, path, resume=resume, cap=cap, max_concurrent=max_concurrent,
                                            checkpoint_every=checkpoint_every, max_failures=max_failures,
                                            verbose=0 if compact else verbose, callbacks=callbacks), started))
