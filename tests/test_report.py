@@ -15,7 +15,8 @@ from kappa_rllib import report
 from kappa_rllib.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-CI = 1.96 / math.sqrt(3)  # x std for 3 seeds
+# Student's t: t_{0.975, n-1} x std / sqrt(n); t_{0.975, 2} = 4.302653 (3 seeds), t_{0.975, 7} = 2.364624 (8)
+CI = 4.302653 / math.sqrt(3)  # x std for 3 seeds
 
 
 def write_trial(root, name, score, *, env, variant=None, kappa=None, c_fa=None, naive=False, gamma=0.99,
@@ -377,8 +378,9 @@ def test_table_means_cis_kappa_best_and_best_marks(results):
     assert float(base["mean"]) == 135.0 and base["n"] == "3"  # the gamma 0.84 runs are not mixed in
     naive = rows[(*key, "kappa-pi", "naive")]
     assert float(naive["param"]) == 0.68 and float(naive["mean"]) == 165.0
-    # 210 +- 11.3 overlaps nothing else: the only bold cell of Breakout at C_FA 0.05
-    assert [k[2:] for k, r in rows.items() if k[:2] == key and r["best"] == "1"] == [("kappa-pi", "kappa_best")]
+    # 210 +- 24.8 reaches kappa-VI's 185 +- 12.4 and nothing else: the bold cells of Breakout at C_FA 0.05
+    assert [k[2:] for k, r in rows.items() if k[:2] == key and r["best"] == "1"] == [("kappa-pi", "kappa_best"),
+                                                                                      ("kappa-vi", "kappa_best")]
     # the second C_FA gets its own table rows
     assert float(rows[("ALE/Breakout-v5", "0.2", "kappa-pi", "kappa_best")]["mean"]) == pytest.approx(310 / 3)
 
@@ -405,7 +407,7 @@ def test_overlapping_intervals_are_marked_as_ties_and_gae_takes_its_best_lambda(
     pi = rows[(*key, "kappa-pi", "kappa_best")]
     scores = np.array([1300, 1350, 1400, 1450, 1500, 1550, 1600, 5000.0])
     assert float(pi["mean"]) == pytest.approx(scores.mean())
-    assert float(pi["ci95"]) == pytest.approx(1.96 * scores.std(ddof=1) / math.sqrt(8))
+    assert float(pi["ci95"]) == pytest.approx(2.364624 * scores.std(ddof=1) / math.sqrt(8), rel=1e-6)
     gae = rows[(*key, "", "gae")]
     assert float(gae["param"]) == 0.84 and float(gae["mean"]) == 1350.0
     assert float(rows[(*key, "", "baseline")]["mean"]) == 1100.0
@@ -422,9 +424,9 @@ def test_paper_numbers_stand_beside_the_same_cells(results):
     assert rows[("Hopper-v5", "0.2", "", "gae")]["paper"] == "1600 +- 134, lambda=0.84"
     md = (out / "table.md").read_text()
     assert "1 unfinished trial(s)" in md  # the running 999 is not in the 210 above
-    assert "**210.0 +- 11.3 (n=3), kappa=0.84**<br>paper: 223 +- 7, kappa=0.84" in md
+    assert "**210.0 +- 24.8 (n=3), kappa=0.84**<br>paper: 223 +- 7, kappa=0.84" in md
     tex = (out / "table.tex").read_text()
-    assert "\\textbf{210.0 $\\pm$ 11.3 (n=3), $\\kappa$=0.84}" in tex and "C\\_FA" in tex
+    assert "\\textbf{210.0 $\\pm$ 24.8 (n=3), $\\kappa$=0.84}" in tex and "C\\_FA" in tex
 
 
 def test_iqm_matches_rliable_on_the_same_scores(results):
@@ -676,8 +678,9 @@ def test_a_trpo_trial_with_an_authors_switch_is_kept_apart(tmp_path):
                              "num_envs_per_env_runner": 1}, "vi"),
               "trpo_init": (300, {"orthogonal_init": True}, None)}
     for name, (score, extra, kind) in trials.items():
-        if kind:
-            write_trial(tmp_path, name, score, env="Hopper-v5", variant=kind, kappa=0.92, c_fa=0.2)
+        if kind:  # ("absent" and "default": two seeds of one cell)
+            write_trial(tmp_path, name, score, env="Hopper-v5", variant=kind, kappa=0.92, c_fa=0.2,
+                        seed=int(name == "default"))
         else:
             write_trial(tmp_path, name, score, env="Hopper-v5")
         params = json.loads((tmp_path / name / "params.json").read_text())
@@ -709,8 +712,9 @@ def test_a_trpo_trial_with_other_sub_envs_per_env_runner_is_kept_apart(tmp_path)
               "trpo": (100, {}, None), "trpo_one": (200, {"num_envs_per_env_runner": 1}, None),
               "gae": (500, {}, 0.5), "gae_one": (900, {"num_envs_per_env_runner": 1}, 0.5)}
     for name, (score, extra, kind) in trials.items():
-        if kind in ("pi", "vi"):
-            write_trial(tmp_path, name, score, env="Walker2d-v5", variant=kind, kappa=0.68, c_fa=0.2)
+        if kind in ("pi", "vi"):  # ("absent" and "default": two seeds of one cell)
+            write_trial(tmp_path, name, score, env="Walker2d-v5", variant=kind, kappa=0.68, c_fa=0.2,
+                        seed=int(name == "default"))
         else:
             write_trial(tmp_path, name, score, env="Walker2d-v5", lambda_=kind)
         params = json.loads((tmp_path / name / "params.json").read_text())
@@ -942,3 +946,121 @@ def test_an_ablation_with_four_kappa_cells_gets_them_in_one_panel(tmp_path):
     shutil.rmtree(tmp_path / "results" / "v3")
     report.report(tmp_path / "results", tmp_path / "three", reps=20)
     assert not list((tmp_path / "three").glob("cells_*"))
+
+
+@pytest.mark.parametrize("scores, t_quantile, s_over_root_n", [
+    ([0.0, 2.0], 12.706, 1.0),  # s = sqrt(2), n = 2
+    ([1.0, 2.0, 3.0], 4.303, 1 / math.sqrt(3)),  # s = 1
+    ([1.0, 2.0, 3.0, 4.0, 5.0], 2.776, math.sqrt(0.5)),  # s = sqrt(2.5)
+    (list(range(10)), 2.262, math.sqrt(55 / 6) / math.sqrt(10)),  # s = sqrt(82.5 / 9)
+], ids=["n=2", "n=3", "n=5", "n=10"])
+def test_a_cells_interval_is_students_t_over_its_seeds(scores, t_quantile, s_over_root_n):
+    """A cell's 95% interval is t_{0.975, n-1} x s / sqrt(n) (s the sample std, ddof 1), not 1.96 x s / sqrt(n)
+    (which covers ~88% at 5 seeds, ~81% at 3); one seed has none."""
+    exact = {2: 12.7062047, 3: 4.3026527, 5: 2.7764451, 10: 2.2621572}[len(scores)]
+    assert exact == pytest.approx(t_quantile, abs=5e-4)
+    cell = report.Cell(np.asarray(scores, dtype=float))
+    assert cell.ci == pytest.approx(exact * s_over_root_n, rel=1e-6)
+    from kappa_rllib.report.data import ci95
+
+    assert ci95(scores) == pytest.approx(exact * s_over_root_n, rel=1e-6)
+    assert math.isnan(report.Cell(np.array([5.0])).ci) and math.isnan(ci95([5.0]))
+
+
+def test_table_md_csv_and_tex_give_each_cell_its_students_t_interval_and_name_it(tmp_path):
+    """A report end to end: five seeds of kappa-PI at 0.68 (100 .. 500: mean 300, s = 158.1) read 300.0 +- 196.3 in
+    table.md (its cell and its "Every cell" line), table.csv and table.tex (t_{0.975, 4} = 2.776, not 1.96: 138.6);
+    one seed of TRPO reads its value with no interval. table.md names both intervals: ours and the paper's."""
+    for seed, score in enumerate([100, 200, 300, 400, 500]):
+        write_trial(tmp_path / "grid", f"pi_{seed}", score, env="Hopper-v5", variant="pi", kappa=0.68, c_fa=0.2,
+                    seed=seed)
+    write_trial(tmp_path / "grid", "trpo_0", 250, env="Hopper-v5", seed=0)
+    out = tmp_path / "report"
+    report.report(tmp_path / "grid", out, reps=50)
+    rows = table_rows(out)
+    pi = rows[("Hopper-v5", "0.2", "kappa-pi", "kappa_best")]
+    assert pi["n"] == "5" and float(pi["mean"]) == 300.0
+    assert float(pi["ci95"]) == pytest.approx(2.7764451 * math.sqrt(25000) / math.sqrt(5), rel=1e-6)
+    assert rows[("Hopper-v5", "0.2", "", "baseline")]["ci95"] == "nan"
+    md = (out / "table.md").read_text()
+    assert "300.0 +- 196.3 (n=5), kappa=0.68" in md and "| Hopper-v5 | kappa-pi | 0.2 | 0.68 | 300.0 +- 196.3 | 5 |" in md
+    assert "250.0 +- - (n=1)" in md and "| Hopper-v5 | baseline |  | 1 | 250.0 +- - | 1 |" in md
+    assert "Cells: mean +- Student-t 95% interval (t_{0.975,n-1} std / sqrt(n)) over seeds (n seeds)." in md
+    assert "1.96 std" not in md
+    assert "the paper's Table 1/2 value for the same cell, mean +- 1.96 s/sqrt(10) over its 10 seeds" in md
+    assert "300.0 $\\pm$ 196.3 (n=5), $\\kappa$=0.68" in (out / "table.tex").read_text()
+
+
+def test_every_table_and_figure_counts_a_trial_once(tmp_path):
+    """One number per cell: kappa-PI run at kappa = 1 on TRPO's seeds (the same cell: kappa = 1 is TRPO exactly) and
+    a trial published twice (copied into a second folder: load_runs reads every result.json under the root) are
+    counted once, TRPO first (the table's baseline rule), in table.md / table.csv, lower_gamma.md and its study,
+    iqm.csv, improvement.md, vs_paper's panel, the curves, the one-panel figure, the heat-map and adaptive.md's
+    fixed cells: each reads n = 3 and the same mean for the same cell."""
+    import shutil
+
+    from kappa_rllib.report import adaptive, lower_gamma, plots, vs_paper
+
+    root = tmp_path / "results"
+    for seed in range(3):
+        write_trial(root / "grid", f"trpo_{seed}", 1000 + 100 * seed, env="Hopper-v5", seed=seed)
+        write_trial(root / "grid", f"pi1_{seed}", 3000, env="Hopper-v5", variant="pi", kappa=1.0, c_fa=0.2, seed=seed)
+        write_trial(root / "grid", f"trpo68_{seed}", 400 + 20 * seed, env="Hopper-v5", gamma=0.68, seed=seed)
+        write_trial(root / "grid", f"pi68_{seed}", 1500 + 200 * seed, env="Hopper-v5", variant="pi", kappa=0.68,
+                    c_fa=0.2, seed=seed)
+        write_trial(root / "grid", f"pi0_{seed}", 1200 + 100 * seed, env="Hopper-v5", variant="pi", kappa=0.0,
+                    c_fa=0.2, seed=seed)
+    for name in ("trpo_2", "trpo68_1", "pi68_0"):  # the same trials, published again
+        shutil.copytree(root / "grid" / name, root / "copy" / name)
+    out = tmp_path / "report"
+    report.report(root, out, reps=50)
+    runs = report.load_runs(root)
+    assert len(runs) == 18  # every folder is read ...
+    base, lower, pi = (3, 1100.0, 100.0), (3, 420.0, 20.0), (3, 1700.0, 200.0)  # ... each cell counts a seed once
+
+    def ci(s):
+        return f"{4.302653 * s / math.sqrt(3):.1f}"
+
+    rows = table_rows(out)
+    for key, (n, mean, _) in ((("Hopper-v5", "0.2", "", "baseline"), base),
+                              (("Hopper-v5", "0.2", "kappa-pi", "kappa_best"), pi)):
+        assert (rows[key]["n"], float(rows[key]["mean"])) == (str(n), mean)
+    md = (out / "table.md").read_text()
+    assert "\n6 trial(s) repeat a seed of a cell that another trial already has" in md  # 3 copies, kappa-PI's 3
+    assert f"| Hopper-v5 | baseline |  | 1 | 1100.0 +- {ci(100)} | 3 |" in md
+    assert f"| Hopper-v5 | kappa-pi | 0.2 | 0.68 | 1700.0 +- {ci(200)} | 3 |" in md
+    lower_md = (out / "lower_gamma.md").read_text()
+    assert f"| Hopper-v5 | baseline (kappa = 1) | 0.99 | 1 | 1100.0 +- {ci(100)} | 3 |" in lower_md
+    assert f"| Hopper-v5 | baseline (kappa = 1) | 0.68 | 1 | 420.0 +- {ci(20)} | 3 |" in lower_md
+    assert (f"| Hopper-v5 | kappa-pi | kappa 0.68 (1700.0 +- {ci(200)}, n=3) | gamma 0.68 (420.0 +- {ci(20)}, n=3) |"
+            in lower_md)
+    assert f"| Hopper-v5 | gamma 0.68 (420.0 +- {ci(20)}, n=3) | gamma 0.99 (1100.0 +- {ci(100)}, n=3) |" in lower_md
+    with open(out / "iqm.csv") as f:
+        iqm_rows = {r["cell"]: r for r in csv.DictReader(f) if r["env"] == "Hopper-v5 (C_FA 0.2)"}
+    for name, (n, mean, _) in (("baseline (kappa=1)", base), ("kappa-pi kappa_best (kappa=0.68)", pi)):
+        assert (iqm_rows[name]["n"], float(iqm_rows[name]["iqm"])) == (str(n), pytest.approx(mean))  # IQM of 3: mean
+    assert "| Hopper-v5 (C_FA 0.2) | kappa-pi | 0.68 (1700, n=3) | 0 (1300, n=3) |" in (out / "improvement.md").read_text()
+    # the figures' data, from the same runs as report read them
+    tables = report.build_tables([r for r in runs if r.done])
+    [table] = tables
+    [panel] = vs_paper.vs_paper_panels(tables, runs, report.load_paper_tables())
+    drawn = {e.label: (e.cell.n, e.cell.mean) for e in panel.entries}
+    assert drawn["TRPO"] == base[:2] and drawn["κ-PI κ=0.68"] == pi[:2] and drawn["TRPO γ=0.68"] == lower[:2]
+    [study] = lower_gamma.gamma_study(runs)
+    assert (study.base[0.99].n, study.base[0.99].mean) == base[:2]
+    assert (study.base[0.68].n, study.base[0.68].mean) == lower[:2]
+    assert (study.kappas["kappa-pi"][0.68].n, study.kappas["kappa-pi"][0.68].mean) == pi[:2]
+    assert (study.kappas["kappa-pi"][1.0].n, study.kappas["kappa-pi"][1.0].mean) == base[:2]
+    fig = plots.curves_figure(table, runs)
+    labels = {line.get_label(): line.get_ydata()[-1] for ax in fig.axes for line in ax.get_lines()}
+    # (a run's last report's mean return: 2 of its 5 episodes return its score)
+    assert labels["kappa=0.68 (n=3)"] == pytest.approx(0.4 * 1700) and "kappa=1 (baseline) (n=3)" in labels
+    assert labels["kappa=1 (baseline) (n=3)"] == pytest.approx(0.4 * 1100)
+    fig = plots.one_panel_figure(table, runs)
+    assert {line.get_label() for line in fig.axes[0].get_lines()} >= {"kappa-pi, kappa=0.68 (n=3)",
+                                                                      "kappa=1 (baseline) (n=3)"}
+    mine = [r for r in runs if r.variant == "kappa-pi" and r.gamma == 0.99]
+    kappas, _, grid, base_mean = plots.heatmap_grid(mine, [r for r in runs if r.is_baseline and r.gamma == 0.99])
+    assert grid[kappas.index(0.68), 0] == pytest.approx(1700) and base_mean == pytest.approx(1100)
+    best, baseline = adaptive._fixed_cells(runs, next(r for r in runs if r.kappa == 0.68))
+    assert (best.n, best.mean) == pi[:2] and (baseline.n, baseline.mean) == base[:2]

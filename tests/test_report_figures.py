@@ -26,7 +26,8 @@ def _runs(env, scores, *, variant="plain", kappa=1.0, lambda_=None, naive=False,
 
 
 def _ci(scores):
-    return 1.96 * np.std(scores, ddof=1) / math.sqrt(len(scores))
+    """Student's t 95% half-width: t_{0.975, n-1} std / sqrt(n) (3 seeds: t_{0.975, 2} = 4.302653)."""
+    return {2: 12.706205, 3: 4.302653, 5: 2.776445}[len(scores)] * np.std(scores, ddof=1) / math.sqrt(len(scores))
 
 
 def _tagged(fig):
@@ -95,13 +96,81 @@ def test_vs_paper_draws_every_seed_each_mean_and_its_ci_and_the_papers_mean_and_
         assert band[:, 0].min() == pytest.approx(e.paper[0] - e.paper[1])
         assert band[:, 0].max() == pytest.approx(e.paper[0] + e.paper[1])
         assert band[:, 1].min() < y < band[:, 1].max()  # on its cell's row
-    # the 95% interval: the error bar's half-width is 1.96 std / sqrt(n) of the seeds
+    # the 95% interval: the error bar's half-width is t_{0.975, n-1} std / sqrt(n) of the seeds
     bars = [c for c in fig.axes[0].containers if c.lines[0].get_gid() == "here|Walker2d-v5|κ-PI κ=0.68"]
     segment = bars[0].lines[2][0].get_segments()[0]
     assert segment[1][0] - segment[0][0] == pytest.approx(2 * _ci([1500, 1700, 1900]))
+    # the legend names both intervals, ours and the paper's, and stands above the panels, inside the figure
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "here: a seed", "here: mean, Student-t 95% CI", "paper: mean", "paper: ± 1.96 s/√10, 10 seeds (MuJoCo v2)"]
+    fig.canvas.draw()
+    box, top = legend.get_window_extent(), max(ax.get_window_extent().y1 for ax in fig.axes if ax.get_visible())
+    assert box.y0 > top and box.x0 >= 0 and box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1
     # MinAtar (no paper cell for it): no figure
     minatar = _runs("MinAtar/Breakout-v1", [5, 6, 7], variant="kappa-pi", kappa=0.84, family="dqn", c_fa=0.05)
     assert vs_paper.vs_paper_panels(report.build_tables(minatar), minatar, report.load_paper_tables()) == []
+
+
+def test_vs_paper_compares_the_base_cell_where_the_papers_setting_is_1():
+    """The paper's kappa_best is 1 on Swimmer (kappa-PI and kappa-VI) and BeamRider (kappa-PI), so is its naive
+    N_kappa = T cell's kappa there, and Swimmer's GAE lambda_best is 1: kappa = 1 (lambda = 1) is the base algorithm
+    exactly, so vs_paper compares the base cell (TRPO / DQN, sampled as the row was) with those paper values, never
+    here's best kappa < 1 (a kappa = 0 stand-in) under them; as iqm.py's kappa_best against kappa = 0 does."""
+    one = "num_envs_per_env_runner=1"
+    swimmer = (_runs("Swimmer-v5", [110, 120, 130])  # TRPO
+               + _runs("Swimmer-v5", [40, 45, 50], variant="kappa-pi", kappa=0.0)  # here's best kappa-PI cell
+               + _runs("Swimmer-v5", [30, 35, 40], variant="kappa-pi", kappa=0.68)
+               + _runs("Swimmer-v5", [60, 60, 60], variant="kappa-pi", kappa=0.68, naive=True)
+               + _runs("Swimmer-v5", [20, 25, 30], variant="kappa-vi", kappa=0.84)
+               + _runs("Swimmer-v5", [70, 80, 90], lambda_=0.84)  # GAE
+               + _runs("Swimmer-v5", [50, 55, 60], variant="kappa-pi", kappa=0.68, sampling=one)
+               + _runs("Swimmer-v5", [300, 310, 320], variant=f"plain ({one})", sampling=one))  # TRPO, 1 sub-env
+    for r in swimmer:
+        if r.sampling and not r.is_plain:
+            r.variant = f"kappa-pi ({one})"
+    dqn = {"family": "dqn", "c_fa": 0.05}
+    beamrider = (_runs("ALE/BeamRider-v5", [3000, 3100, 3200], variant="kappa-pi", kappa=1.0, **dqn)  # DQN
+                 + _runs("ALE/BeamRider-v5", [2000, 2100, 2200], variant="kappa-pi", kappa=0.0, **dqn)
+                 + _runs("ALE/BeamRider-v5", [1000, 1100, 1200], variant="kappa-pi", kappa=0.84, **dqn)
+                 + _runs("ALE/BeamRider-v5", [4000, 4100, 4200], variant="kappa-vi", kappa=0.84, **dqn))
+    runs = swimmer + beamrider
+    tables = report.build_tables(runs)
+    panels = {p.env: p for p in vs_paper.vs_paper_panels(tables, runs, report.load_paper_tables())}
+    swim = {e.label: e for e in panels["Swimmer-v5"].entries}
+    assert list(swim) == ["κ-PI κ=1 (TRPO)", "κ-PI κ=0", "κ-PI naive N_κ=T, κ=1 (TRPO)", "κ-VI κ=1 (TRPO)",
+                          "κ-PI κ=1 (TRPO), 1 sub-env", "TRPO", "GAE λ=1 (TRPO)", "TRPO, 1 sub-env"]
+    table = next(t for t in tables if t.env == "Swimmer-v5")
+    for label in ("κ-PI κ=1 (TRPO)", "κ-PI naive N_κ=T, κ=1 (TRPO)", "κ-VI κ=1 (TRPO)", "GAE λ=1 (TRPO)"):
+        assert swim[label].cell is table.rows[""]["baseline"], label
+    assert swim["κ-PI κ=1 (TRPO), 1 sub-env"].cell is table.rows[f"plain ({one})"]["baseline"]
+    assert swim["κ-PI κ=1 (TRPO)"].paper == (107, 12) and swim["κ-VI κ=1 (TRPO)"].paper == (114, 15)
+    assert swim["κ-PI naive N_κ=T, κ=1 (TRPO)"].paper == (107, 12) and swim["GAE λ=1 (TRPO)"].paper == (103, 13)
+    assert swim["κ-PI κ=0"].cell.mean == pytest.approx(45) and swim["κ-PI κ=0"].paper == (42, 3)
+    beam = {e.label: e for e in panels["ALE/BeamRider-v5"].entries}
+    assert list(beam) == ["κ-PI κ=1 (DQN)", "κ-PI κ=0", "κ-VI κ=0.84", "DQN"]
+    assert beam["κ-PI κ=1 (DQN)"].cell.mean == pytest.approx(3100) and beam["κ-PI κ=1 (DQN)"].paper == (3849, 110)
+    assert beam["κ-VI κ=0.84"].cell.mean == pytest.approx(4100) and beam["κ-VI κ=0.84"].paper == (4277, 269)
+    # a panel of Atari tasks alone: the paper's band is its 10 seeds' interval, with no MuJoCo version
+    fig = vs_paper.vs_paper_figure([panels["ALE/BeamRider-v5"]])
+    assert fig.legends[0].get_texts()[-1].get_text() == "paper: ± 1.96 s/√10, 10 seeds"
+
+
+def test_the_curves_band_is_the_students_t_interval_of_the_seeds_reached(tmp_path):
+    """plots._mean_band: at each env-step count, the mean over the seeds that reached it and t_{0.975, n-1} x s /
+    sqrt(n) over them (n = 2 where one seed starts later: 12.706), no band for one seed."""
+    def run(seed, steps, curve):
+        return Run(path=f"r{seed}", env="Hopper-v5", family="trpo", variant="plain", kappa=1.0, c_fa=None,
+                   naive=False, gamma=0.99, lambda_=1.0, seed=seed, episode_returns=[1.0],
+                   steps=np.asarray(steps, dtype=float), curve=np.asarray(curve, dtype=float), env_steps=100)
+
+    runs = [run(0, [0, 100], [0, 100]), run(1, [0, 100], [10, 110]), run(2, [50, 100], [200, 200])]
+    x, mean, half = plots._mean_band(runs, points=3)
+    assert x.tolist() == [0, 50, 100]
+    assert mean == pytest.approx([5, 310 / 3, 410 / 3])
+    assert half[0] == pytest.approx(12.706205 * 5.0, rel=1e-6)  # [0, 10]: s / sqrt(2) = 5
+    assert half[1:] == pytest.approx([_ci([50, 60, 200]), _ci([100, 110, 200])], rel=1e-6)
+    assert plots._mean_band(runs[:1], points=3)[2].tolist() == [0, 0, 0]
 
 
 def test_the_iqm_figure_draws_the_aggregate_iqm_md_gives(tmp_path):
@@ -202,23 +271,23 @@ def test_lower_gamma_md_gives_both_probabilities_of_improvement_per_task_and_ove
                                        "lower_gamma_Walker2d-v5.png", "lower_gamma_Walker2d-v5_narrow.png"]
     text = paths[0].read_text()
     # kappa_best against the base algorithm at its best lower gamma: Mann-Whitney counts over the 3 x 3 pairs
-    assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400.0 +- 113.2, n=3) | gamma 0.68 (900.0 +- 113.2, n=3) | 1.00 |" in text
-    assert "| Ant-v5 | kappa-vi | kappa 0.68 (3100.0 +- 113.2, n=3) | gamma 0.68 (900.0 +- 113.2, n=3) | 1.00 |" in text
-    assert "| Walker2d-v5 | kappa-vi | kappa 0.68 (1000.0 +- 113.2, n=3) | gamma 0.68 (516.7 +- 142.4, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | kappa-pi | kappa 0.68 (1400.0 +- 248.4, n=3) | gamma 0.68 (900.0 +- 248.4, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | kappa-vi | kappa 0.68 (3100.0 +- 248.4, n=3) | gamma 0.68 (900.0 +- 248.4, n=3) | 1.00 |" in text
+    assert "| Walker2d-v5 | kappa-vi | kappa 0.68 (1000.0 +- 248.4, n=3) | gamma 0.68 (516.7 +- 312.6, n=3) | 1.00 |" in text
     assert "| kappa-pi, 2 tasks | 1.00 |" in text and "| kappa-vi, 2 tasks | 1.00 |" in text
     # does a lower gamma help the base algorithm? On Ant every pair: 1.00; on Walker2d 4 of 9 pairs above
-    assert "| Ant-v5 | gamma 0.68 (900.0 +- 113.2, n=3) | gamma 0.99 (-18.0 +- 2.3, n=3) | 1.00 |" in text
+    assert "| Ant-v5 | gamma 0.68 (900.0 +- 248.4, n=3) | gamma 0.99 (-18.0 +- 5.0, n=3) | 1.00 |" in text
     walker = metrics.probability_of_improvement(np.array([[500.0], [650.0], [400.0]]),
                                                 np.array([[590.0], [600.0], [610.0]]))
     assert walker == pytest.approx(1 / 3)
-    assert f"| Walker2d-v5 | gamma 0.68 (516.7 +- 142.4, n=3) | gamma 0.99 (600.0 +- 11.3, n=3) | {walker:.2f} |" in text
+    assert f"| Walker2d-v5 | gamma 0.68 (516.7 +- 312.6, n=3) | gamma 0.99 (600.0 +- 24.8, n=3) | {walker:.2f} |" in text
     assert f"| lower gamma, 2 tasks | {(1 + walker) / 2:.2f} |" in text
     assert "| Ant-v5 | baseline (kappa = 1) | 0.92 | 1 | 200.0 +- " in text  # every cell at another discount
     # a cell is written as table.md writes it, to a tenth: MinAtar's scores (5.7 against 6.3) read apart
     small = _runs("Walker2d-v5", [5.9, 6.0, 6.1]) + _runs("Walker2d-v5", [5.0, 6.5, 4.0], gamma=0.68)
     (tmp_path / "small").mkdir()
     small_text = lower_gamma.write_lower_gamma(small, tmp_path / "small", reps=200)[0].read_text()
-    assert "| Walker2d-v5 | gamma 0.68 (5.2 +- 1.4, n=3) | gamma 0.99 (6.0 +- 0.1, n=3) |" in small_text
+    assert "| Walker2d-v5 | gamma 0.68 (5.2 +- 3.1, n=3) | gamma 0.99 (6.0 +- 0.2, n=3) |" in small_text
     # no run at another discount: nothing written
     assert lower_gamma.write_lower_gamma([r for r in STUDY if r.gamma == 0.99], tmp_path / "none") == []
 

@@ -5,10 +5,12 @@ nothing, and writes:
 
 * `table.md`, `table.csv`, `table.tex` - per environment (and C_FA) the paper's Table 1/2
   columns: kappa_best, kappa = 0, the kappa = 1 baseline (DQN / TRPO), the naive N_kappa = T
-  schedule at its best kappa, GAE at its best lambda; each cell mean +- 1.96 std / sqrt(n) over
-  seeds with n, the best entries in bold (every cell whose interval overlaps the best one's, as
-  the paper marks ties), and the paper's number for the same cell beside it where it has one
-  (`kappa_rllib/data/paper_tables.csv`).
+  schedule at its best kappa, GAE at its best lambda; each cell mean +- its Student-t 95% interval
+  (t_{0.975,n-1} std / sqrt(n), data.ci95; none for one seed) over seeds with n, one run a seed of
+  each cell (data.one_per_cell: every table and figure reads the same cells), the best entries in
+  bold (every cell whose interval overlaps the best one's, as the paper marks ties), and the
+  paper's number for the same cell beside it where it has one
+  (`kappa_rllib/data/paper_tables.csv`: mean +- 1.96 s / sqrt(10) over the paper's 10 seeds).
 * `iqm.md`, `iqm.csv`, `iqm.png` - the same cells by interquartile mean with 95% stratified-bootstrap CIs
   (`rliable`), per environment and, where every environment has the same seeds per cell,
   aggregated over environments on min-max normalised scores; `iqm_narrow.png`, each cell's name above
@@ -18,12 +20,12 @@ nothing, and writes:
   schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
   lambda < 1, and kappa_best against kappa = 0 (`iqm.COMPARISONS`).
 * `vs_paper.png` - here against the paper at a glance: a panel per task with the paper's cells, every seed
-  a dot, each cell's mean and 95% CI beside the paper's mean and +- (report/vs_paper.py); `vs_paper_narrow.png`,
-  the same panels in one column, for a phone.
+  a dot, each cell's mean and Student-t 95% CI beside the paper's mean and +- (report/vs_paper.py);
+  `vs_paper_narrow.png`, the same panels in one column, for a phone.
 * `lower_gamma.md`, `lower_gamma_<env>.png` - the paper's Fig. 3: the base algorithm at discounts other than
   the main one against kappa (report/lower_gamma.py), with rliable's probabilities of improvement;
   `lower_gamma_<env>_narrow.png`, its panels one above the other, for a phone.
-* `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and 95% band per kappa over seeds, the
+* `curves_<env>[_cfa<C_FA>].png` - learning curves (mean and Student-t 95% band per kappa over seeds, the
   kappa = 1 baseline dashed), x = env steps, and `..._narrow.png`, 4 in wide, each legend under its panel,
   for a phone; `heatmap_<env>_<variant>.png` - final score over
   kappa x C_FA where C_FA varies.
@@ -42,7 +44,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kappa_rllib.report import adaptive
-from kappa_rllib.report.data import LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Z95, Cell, Run, check_score_window, final_score
+from kappa_rllib.report.data import (LAST_FRACTION, SCORE_RULES, SCORE_WINDOWS, Cell, Run, check_score_window, ci95,
+                                     final_score, one_per_cell, t95)
 from kappa_rllib.report.iqm import IQM_INSTALL, improvement_with_ci, iqm_unavailable, iqm_with_ci, write_improvement, write_iqm
 from kappa_rllib.report.load import load_paper_tables, load_runs
 from kappa_rllib.report.lower_gamma import write_lower_gamma
@@ -50,8 +53,9 @@ from kappa_rllib.report.plots import _mean_band, write_curves, write_heatmaps
 from kappa_rllib.report.tables import EnvTable, build_tables, main_gamma, write_scores, write_tables
 from kappa_rllib.report.vs_paper import write_vs_paper
 
-__all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "SCORE_RULES", "SCORE_WINDOWS", "Z95", "build_tables", "final_score",
-           "improvement_with_ci", "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma", "report",
+__all__ = ["Cell", "EnvTable", "IQM_INSTALL", "LAST_FRACTION", "Run", "SCORE_RULES", "SCORE_WINDOWS", "build_tables", "ci95", "final_score",
+           "improvement_with_ci", "iqm_unavailable", "iqm_with_ci", "load_paper_tables", "load_runs", "main_gamma",
+           "one_per_cell", "report", "t95",
            "write_curves", "write_heatmaps", "write_improvement", "write_iqm", "write_lower_gamma", "write_scores", "write_tables", "write_vs_paper", "_mean_band"]
 
 

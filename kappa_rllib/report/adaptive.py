@@ -4,8 +4,9 @@ For every population (a Tune experiment whose folder holds PBT's `pbt_global.txt
   * `adaptive_<env>_<population>.png`: each member's kappa over env steps (what PBT / PB2 gave it)
     above its learning curve;
   * `adaptive.md` / `adaptive.csv`: the best member's score (kappa_rllib.report.data.final_score: the
-    mean return of its last 10% of episodes, or of its last 10% of env steps with `--score-window`) and the members' mean +- 95% CI, beside the best
-    fixed kappa of the same family and variant in the same report (mean +- 95% CI over seeds) and
+    mean return of its last 10% of episodes, or of its last 10% of env steps with `--score-window`) and the members'
+    mean +- Student-t 95% CI, beside the best fixed kappa of the same family and variant in the same report (mean +-
+    Student-t 95% CI over seeds) and
     the kappa = 1 baseline if present.
 A member restored from another member's checkpoint continues that member's counters, so its curve
 may jump in env steps (drawn in pieces); its episodes are its own: its rows before the jump are kept
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import SCORE_RULES, Cell, Run, _pyplot, _safe
+from kappa_rllib.report.data import CELL_INTERVAL, SCORE_RULES, Cell, Run, _pyplot, _safe, baseline_rank, one_per_cell
 from kappa_rllib.report.plots import LEGEND_FONT_PT, PANEL_HEIGHT_IN, PANEL_WIDTH_IN, PLOT_DPI, _style, _title
 from kappa_rllib.report.tables import versions_lines
 
@@ -33,15 +34,16 @@ def _fmt(cell: Cell, extra: str = "") -> str:
 
 
 def _fixed_cells(fixed: list[Run], like: Run) -> tuple[Cell | None, Cell | None]:
-    """(the best fixed kappa's cell, the kappa = 1 cell) among runs comparable to `like`."""
-    same = [r for r in fixed if r.env == like.env and r.family == like.family and r.gamma == like.gamma
-            and not r.naive and np.isfinite(r.score)]
+    """(the best fixed kappa's cell, the kappa = 1 cell) among runs comparable to `like`, one run a seed of each cell
+    (data.one_per_cell, as the tables)."""
+    same = one_per_cell([r for r in fixed if r.env == like.env and r.family == like.family and r.gamma == like.gamma
+                         and not r.naive and np.isfinite(r.score)])
     by_kappa = defaultdict(list)
     for r in same:
         if r.variant == like.variant and r.kappa < 1.0 and r.c_fa == like.c_fa:
             by_kappa[r.kappa].append(r.score)
     best = max((Cell(np.asarray(v), k) for k, v in by_kappa.items()), key=lambda c: c.mean, default=None)
-    ones = [r.score for r in same if r.is_baseline and r.sampling == like.sampling]
+    ones = [r.score for r in sorted(same, key=baseline_rank) if r.is_baseline and r.sampling == like.sampling]
     return best, Cell(np.asarray(ones), 1.0) if ones else None
 
 
@@ -50,8 +52,9 @@ def write(members: list[Run], fixed: list[Run], out: Path, score_window: str = "
     paths, lines, rows_csv = [], [
         "# Adaptive kappa: populations against fixed kappa",
         "",
-        f"Score of a run: {SCORE_RULES[score_window]}. Members: mean +- 1.96 std / sqrt(n) "
-        "over the population's members. Fixed kappa: the best kappa's mean +- 1.96 std / sqrt(n) over seeds.",
+        f"Score of a run: {SCORE_RULES[score_window]}. Members: mean +- Student-t 95% interval "
+        "(t_{0.975,n-1} std / sqrt(n)) over the population's members. Fixed kappa: the best kappa's "
+        f"{CELL_INTERVAL}.",
         "",
         "| env | population | members | best member (its kappa at the end) | members | best fixed kappa | kappa = 1 |",
         "|---|---|---|---|---|---|---|",

@@ -11,7 +11,10 @@ import math
 import numpy as np
 
 LAST_FRACTION = 0.1  # the paper's "final training performance": the last 10% of episodes
-Z95 = 1.96
+# A cell's interval over its n seeds: Student's t, t_{0.975, n-1} x s / sqrt(n) (ci95; 1.96 in its place covers ~88%
+# at 5 seeds, ~81% at 3). The paper's own +- is 1.96 s / sqrt(10) over its 10 seeds (its Tables 1 and 2).
+CELL_INTERVAL = "mean +- Student-t 95% interval (t_{0.975,n-1} std / sqrt(n)) over seeds"
+PAPER_INTERVAL = "mean +- 1.96 s/sqrt(10) over its 10 seeds"
 # Which episodes are "the last 10%" (`kappa-rllib report --score-window`). "episodes" (the default, the
 # paper's wording): the last 10% by count. "env-steps": those reported in the run's last 10% of env
 # steps. They differ when episode lengths change over training: a run whose early episodes are many
@@ -132,6 +135,59 @@ def final_score(episode_returns, window: str = "episodes", episode_steps=None, e
     return float(returns[last].mean()) if last.any() else float(returns[-1])
 
 
+def t95(n) -> np.ndarray | float:
+    """t_{0.975, n-1}: the two-sided 95% quantile of Student's t for n seeds (scipy's), element-wise; nan below 2."""
+    from scipy.stats import t
+
+    n = np.asarray(n, dtype=float)
+    out = np.where(n >= 2, t.ppf(0.975, np.maximum(n, 2) - 1), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+def ci95(scores) -> float:
+    """The half-width of the Student-t 95% interval of the mean of `scores`: t_{0.975, n-1} x s / sqrt(n), s the
+    sample std (ddof 1); nan for fewer than 2 scores (one seed has no interval)."""
+    scores = np.asarray(scores, dtype=float)
+    n = scores.size
+    return float(t95(n) * scores.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+
+
+# The base algorithm's runs of a cell, in the order a seed's run is taken (tables' baseline rule): TRPO / GAE first,
+# then a kappa variant run at kappa = 1 (which is TRPO / DQN exactly).
+_BASELINE_ORDER = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
+
+
+def baseline_rank(run: Run) -> int:
+    """Where a base-algorithm run stands among a cell's runs of one seed: TRPO's first (_BASELINE_ORDER)."""
+    return _BASELINE_ORDER.get(run.variant.split(" (")[0], len(_BASELINE_ORDER))
+
+
+def cell_of(run: Run) -> tuple:
+    """The cell a run counts in, whatever table or figure reads it: (env, gamma, what, sampling or C_FA, kappa or
+    lambda). The base algorithm (kappa = 1: TRPO, or a kappa variant at kappa = 1) and GAE by their sampling layout
+    (data.shared_row), never by variant; a kappa algorithm's cells by variant, schedule, C_FA and kappa."""
+    if run.is_baseline:
+        return run.env, run.gamma, "baseline", run.sampling, 1.0
+    if run.is_plain:
+        return run.env, run.gamma, "gae", run.sampling, run.lambda_
+    return run.env, run.gamma, run.variant + (" naive" if run.naive else ""), run.c_fa, run.kappa
+
+
+def one_per_cell(runs: list[Run]) -> list[Run]:
+    """`runs` with one run per seed of each cell (cell_of), in their order: a trial published twice (load_runs
+    reads every result.json under the root, copies included) and a kappa variant's run at kappa = 1 on a seed TRPO
+    (DQN) also ran count once, TRPO's run first. Every table and figure reads its cells from this, so each agrees
+    on a cell's n and mean."""
+    ranked = sorted(range(len(runs)), key=lambda i: (baseline_rank(runs[i]) if runs[i].is_baseline else 0, i))
+    seen, kept = set(), set()
+    for i in ranked:
+        key = (cell_of(runs[i]), runs[i].seed)
+        if key not in seen:
+            seen.add(key)
+            kept.add(i)
+    return [r for i, r in enumerate(runs) if i in kept]
+
+
 @dataclasses.dataclass
 class Cell:
     """Scores of one table cell over seeds."""
@@ -149,8 +205,8 @@ class Cell:
 
     @property
     def ci(self) -> float:
-        """1.96 x sample std / sqrt(n) (the paper's 95% interval); nan for one seed."""
-        return float(Z95 * self.scores.std(ddof=1) / math.sqrt(self.n)) if self.n > 1 else float("nan")
+        """The half-width of its Student-t 95% interval over seeds (ci95); nan for one seed."""
+        return ci95(self.scores)
 
     def overlaps(self, other: "Cell") -> bool:
         ci, oci = (0.0 if math.isnan(c) else c for c in (self.ci, other.ci))

@@ -16,8 +16,8 @@ and writes `lower_gamma.md`: every cell run at another discount, and rliable's p
   answers yes on Ant only.
 
 and `lower_gamma_<env>.png`: score against the base algorithm's discount beside score against kappa for kappa-PI
-and kappa-VI, every seed a dot, each cell's mean with its 95% interval; `lower_gamma_<env>_narrow.png`, the
-same panels one above the other, for a phone.
+and kappa-VI, every seed a dot, each cell's mean with its Student-t 95% interval (data.ci95);
+`lower_gamma_<env>_narrow.png`, the same panels one above the other, for a phone.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Cell, Run, _pyplot, _safe
+from kappa_rllib.report.data import CELL_INTERVAL, Cell, Run, _pyplot, _safe, baseline_rank
 from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, TICK_FONT_PT,
                                      TITLE_FONT_PT, save_two_widths)
-from kappa_rllib.report.tables import PAPER_C_FA, _by_env, _dedupe_by_seed, _fmt
+from kappa_rllib.report.tables import PAPER_C_FA, _by_env, _fmt
 
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
 VARIANTS = ("kappa-pi", "kappa-vi")
@@ -78,10 +78,10 @@ def gamma_study(runs: list[Run]) -> list[GammaStudy]:
             by_gamma[r.gamma].append(r)
         if not any(g != gamma0 for g in by_gamma):
             continue
-        # one run a seed, plain TRPO before a kappa variant run at kappa = 1 (the table's baseline rule)
-        order = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
-        base = {g: Cell(np.asarray([r.score for r in _dedupe_by_seed(sorted(rs, key=lambda r: order.get(r.variant, 3)))]),
-                        g) for g, rs in sorted(by_gamma.items())}
+        # one run a seed (_by_env: data.one_per_cell), plain TRPO before a kappa variant run at kappa = 1, in the
+        # table's order
+        base = {g: Cell(np.asarray([r.score for r in sorted(rs, key=baseline_rank)]), g)
+                for g, rs in sorted(by_gamma.items())}
         kappa_runs = [r for r in env_runs if r.gamma == gamma0 and r.variant in VARIANTS and not r.naive
                       and not r.is_baseline]
         c_fa = _c_fa(kappa_runs, env_runs[0].family)
@@ -105,15 +105,22 @@ def gamma_study(runs: list[Run]) -> list[GammaStudy]:
 
 # ----------------------------------------------------------------------------------- lower_gamma.md
 def _every_cell_lines(runs: list[Run]) -> list[str]:
+    """The "Every cell at another discount" table: each cell's runs one a seed (_by_env: data.one_per_cell, the
+    cells table.md reads), the base algorithm at every discount, a kappa cell apart for each C_FA."""
     lines = ["| env | algorithm | gamma | kappa / lambda | score | n |", "|---|---|---|---|---|---|"]
     for env, env_runs, gamma0 in _by_env(runs):
         if all(r.gamma == gamma0 for r in env_runs):
             continue
         groups = defaultdict(list)
-        for r in env_runs:
+        for r in sorted(env_runs, key=lambda r: baseline_rank(r) if r.is_baseline else 0):
             if r.gamma != gamma0 or r.is_baseline:
-                name = (f"baseline (kappa = 1{', ' + r.sampling if r.sampling else ''})" if r.is_baseline
-                        else (r.variant + (" naive" if r.naive else "")))
+                if r.is_baseline:
+                    name = f"baseline (kappa = 1{', ' + r.sampling if r.sampling else ''})"
+                elif r.is_plain:
+                    name = r.variant
+                else:
+                    name = r.variant + (" naive" if r.naive else "") + (f", C_FA {r.c_fa:g}" if r.c_fa is not None
+                                                                         else "")
                 groups[(name, r.gamma, r.lambda_ if r.is_gae else r.kappa)].append(r.score)
         for (name, gamma, param), scores in sorted(groups.items(), key=lambda kv: (kv[0][0], -kv[0][1], kv[0][2])):
             cell = Cell(np.asarray(scores))
@@ -178,7 +185,7 @@ def write_lower_gamma(runs: list[Run], out: Path, reps: int = 2000, with_probabi
     lines = ["# Lowering the discount against kappa (the paper's Sec. 5.3, Fig. 3)", "",
              "A kappa algorithm solves a surrogate MDP with discount gamma * kappa. Does the base algorithm "
              "(kappa = 1) with a lower discount do as well? Probabilities of improvement: rliable's, with 95% "
-             "stratified-bootstrap CIs; 0.5: no difference."]
+             f"stratified-bootstrap CIs; 0.5: no difference. Cells: {CELL_INTERVAL} (n seeds)."]
     kappa_vs_lower, lower_vs_main = improvement_pairs(studies)
     if with_probabilities and (kappa_vs_lower or lower_vs_main):
         lines += ["", "## kappa_best against the base algorithm at its best lower discount", "",
@@ -205,7 +212,7 @@ def write_lower_gamma(runs: list[Run], out: Path, reps: int = 2000, with_probabi
 
 # ----------------------------------------------------------------------------------- the figure
 def _points(ax, x: float, cell: Cell, color, marker: str, label: str | None, spread: float, tag: str):
-    """A cell at `x`: every seed a dot (spread sideways by `spread`), its mean and 95% interval a bar; the
+    """A cell at `x`: every seed a dot (spread sideways by `spread`), its mean and Student-t 95% interval a bar; the
     artists' gids are "seeds|`tag`" and "mean|`tag`"."""
     offsets = np.linspace(-spread, spread, cell.n) if cell.n > 1 else np.zeros(1)
     ax.scatter(x + offsets, cell.scores, s=12, color=color, alpha=0.45, linewidths=0, gid=f"seeds|{tag}")
@@ -244,7 +251,7 @@ def study_figure(study: GammaStudy, narrow: bool = False):
         labels[close[0] + 1].set_horizontalalignment("left")
     left.set_title(f"{study.base_name} (κ = 1) at discount γ", fontsize=TITLE_FONT_PT)
     left.set_xlabel("γ", fontsize=LABEL_FONT_PT)
-    left.set_ylabel("score (each seed; mean, 95% CI)", fontsize=LABEL_FONT_PT)
+    left.set_ylabel("score (each seed; mean, Student-t 95% CI)", fontsize=LABEL_FONT_PT)
     colors = {"kappa-pi": "tab:blue", "kappa-vi": "tab:orange"}
     shift = {"kappa-pi": -0.012, "kappa-vi": 0.012}
     ticks = set()

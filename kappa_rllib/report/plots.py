@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import Z95, Run, _pyplot, _safe, shared_row
-from kappa_rllib.report.tables import EnvTable, _by_env, _dedupe_by_seed, _fmt, _kappa_variants
+from kappa_rllib.report.data import Run, _pyplot, _safe, one_per_cell, shared_row, t95
+from kappa_rllib.report.tables import EnvTable, _by_env, _fmt, _kappa_variants
 
 
 # ----------------------------------------------------------------------------------- plots
@@ -61,8 +61,13 @@ def _style(ax, xlabel: str, ylabel: str) -> None:
     ax.set_ylabel(ylabel, fontsize=LABEL_FONT_PT)
     ax.tick_params(labelsize=TICK_FONT_PT)
 
+
+BAND_LABEL = "episode return (mean, Student-t 95% band)"  # the curves' y axis (plots._mean_band)
+
+
 def _mean_band(runs: list[Run], points: int = 100, curve: str = "curve"):
-    """(x, mean, 95% half-width) of the runs' `curve` ("curve": training returns; "eval_curve": RLlib's
+    """(x, mean, half-width of the Student-t 95% interval: t_{0.975, n-1} s / sqrt(n) over the n runs that reached
+    the point, 0 where fewer than 2 did) of the runs' `curve` ("curve": training returns; "eval_curve": RLlib's
     evaluation) on a common env-step axis; None if no run has a point of it."""
     curves = [(r.steps, getattr(r, curve)) for r in runs if getattr(r, curve) is not None]
     ends = [steps[-1] for steps, y in curves if steps.size and np.isfinite(y).any()]
@@ -81,15 +86,16 @@ def _mean_band(runs: list[Run], points: int = 100, curve: str = "curve"):
         mean = np.nanmean(y, axis=0)
         n = np.sum(np.isfinite(y), axis=0)
         se = np.nanstd(y, axis=0, ddof=1) / np.sqrt(np.maximum(n, 1)) if y.shape[0] > 1 else np.zeros_like(mean)
-    return x, mean, np.nan_to_num(Z95 * se)
+    return x, mean, np.nan_to_num(t95(n) * se)
 
 
 def curves_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
     """One panel a variant, one above the other, of the table's env: each cell's training curve (mean over seeds,
-    95% band), the kappa = 1 baseline and GAE beside the kappa cells. `narrow`: the phone's drawing,
-    NARROW_WIDTH_IN wide, its legend under its panel (inside, it would cover the curves)."""
+    Student-t 95% band), the kappa = 1 baseline and GAE beside the kappa cells, one run a seed of each cell (as the
+    table: data.one_per_cell). `narrow`: the phone's drawing, NARROW_WIDTH_IN wide, its legend under its panel
+    (inside, it would cover the curves)."""
     plt = _pyplot()
-    env_runs = [r for r in runs if r.env == t.env and r.gamma == t.gamma]
+    env_runs = one_per_cell([r for r in runs if r.env == t.env and r.gamma == t.gamma])
     variants = [v for v in t.rows if v] or ["plain"]
     width, height = (NARROW_WIDTH_IN, PANEL_HEIGHT_IN + 1.0) if narrow else (PANEL_WIDTH_IN, PANEL_HEIGHT_IN)
     fig, axes = plt.subplots(len(variants), 1, figsize=(width, height * len(variants)), squeeze=False)
@@ -103,7 +109,7 @@ def curves_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
         for r in env_runs:
             if r.is_gae and shared_row(r.sampling) == row:
                 groups[f"GAE lambda={r.lambda_:g}"].append(r)
-        baseline = _dedupe_by_seed([r for r in env_runs if r.is_baseline and shared_row(r.sampling) == row])
+        baseline = [r for r in env_runs if r.is_baseline and shared_row(r.sampling) == row]
         if baseline:
             groups["kappa=1 (baseline)"] = baseline
         for label, group in sorted(groups.items()):
@@ -121,7 +127,7 @@ def curves_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
         title = variant if variant != "plain" else "TRPO / GAE"
         _title(ax, f"{t.env} {title}" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""),
                NARROW_TITLE_CHARS if narrow else TITLE_WIDTH_CHARS)
-        _style(ax, "env steps", "episode return (mean, 95% band)")
+        _style(ax, "env steps", BAND_LABEL)
         if narrow:
             ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8, loc="upper center", bbox_to_anchor=(0.5, -0.16))
         else:
@@ -134,20 +140,22 @@ ONE_PANEL_CELLS = 4  # an env with this many kappa cells or more also gets them 
 
 
 def _kappa_cells(t: EnvTable, runs: list[Run]) -> dict:
-    """{label: runs} of the table's kappa cells (variant, naive schedule, kappa) at its C_FA and gamma."""
+    """{label: runs} of the table's kappa cells (variant, naive schedule, kappa) at its C_FA and gamma, one run a
+    seed (data.one_per_cell)."""
     cells = defaultdict(list)
-    for r in runs:
+    for r in one_per_cell(runs):
         if r.env == t.env and r.gamma == t.gamma and r.c_fa == t.c_fa and not r.is_plain and not r.is_baseline:
             cells[f"{r.variant}{' naive' if r.naive else ''}, kappa={r.kappa:g}"].append(r)
     return dict(sorted(cells.items()))
 
 
 def one_panel_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
-    """Every kappa cell of the table's env in one panel (mean over seeds, 95% band), with the kappa = 1 baseline:
-    an ablation's cells read side by side on one scale. The legend under the panel (its labels are long)."""
+    """Every kappa cell of the table's env in one panel (mean over seeds, Student-t 95% band), with the kappa = 1
+    baseline: an ablation's cells read side by side on one scale. The legend under the panel (its labels are long)."""
     plt = _pyplot()
     cells = _kappa_cells(t, runs)
-    baseline = _dedupe_by_seed([r for r in runs if r.env == t.env and r.gamma == t.gamma and r.is_baseline])
+    baseline = one_per_cell([r for r in runs if r.env == t.env and r.gamma == t.gamma and r.is_baseline
+                             and not r.sampling])
     if baseline:
         cells["kappa=1 (baseline)"] = baseline
     width = NARROW_WIDTH_IN if narrow else PANEL_WIDTH_IN
@@ -164,7 +172,7 @@ def one_panel_figure(t: EnvTable, runs: list[Run], narrow: bool = False):
         ax.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.12)
     _title(ax, f"{t.env}, every kappa cell" + (f", C_FA {t.c_fa:g}" if t.c_fa is not None else ""),
            NARROW_TITLE_CHARS if narrow else TITLE_WIDTH_CHARS)
-    _style(ax, "env steps", "episode return (mean, 95% band)")
+    _style(ax, "env steps", BAND_LABEL)
     ax.legend(fontsize=LEGEND_FONT_PT, framealpha=0.8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
     return fig
@@ -185,9 +193,9 @@ def write_curves(runs: list[Run], tables: list[EnvTable], out: Path) -> list[Pat
 
 def heatmap_grid(mine: list[Run], baseline: list[Run]):
     """(kappas, C_FAs, grid of mean scores [kappa x C_FA], the kappa = 1 baseline's mean or None) for one
-    env and variant. The baseline (DQN / TRPO) has no C_FA: it is left out of the grid, whatever C_FA
-    its config carried, and drawn as one row spanning every C_FA."""
-    cells = [r for r in mine if not r.is_baseline]
+    env and variant, one run a seed of each cell (data.one_per_cell). The baseline (DQN / TRPO) has no C_FA: it is
+    left out of the grid, whatever C_FA its config carried, and drawn as one row spanning every C_FA."""
+    cells = [r for r in one_per_cell(mine) if not r.is_baseline]
     c_fas = sorted({r.c_fa for r in cells})
     kappas = sorted({r.kappa for r in cells})
     grid = np.full((len(kappas), len(c_fas)), np.nan)
@@ -196,7 +204,7 @@ def heatmap_grid(mine: list[Run], baseline: list[Run]):
             s = [r.score for r in cells if r.kappa == k and r.c_fa == c]
             if s:
                 grid[i, j] = np.mean(s)
-    base = _dedupe_by_seed(baseline)
+    base = one_per_cell(baseline)
     return kappas, c_fas, grid, (float(np.mean([r.score for r in base])) if base else None)
 
 
@@ -204,9 +212,11 @@ def write_heatmaps(runs: list[Run], out: Path) -> list[Path]:
     plt = _pyplot()
     paths = []
     for env, env_runs, gamma in _by_env(runs):
-        baseline = [r for r in env_runs if r.is_baseline and r.gamma == gamma]
         for variant in _kappa_variants(env_runs):
             mine = [r for r in env_runs if r.variant == variant and not r.naive and r.gamma == gamma]
+            sampling = next(r.sampling for r in env_runs if r.variant == variant)
+            # the baseline cell sampled as the variant was (the table's: EnvTable.shared)
+            baseline = [r for r in env_runs if r.is_baseline and r.gamma == gamma and r.sampling == sampling]
             kappas, c_fas, grid, base = heatmap_grid(mine, baseline)
             if len(c_fas) < 2:
                 continue

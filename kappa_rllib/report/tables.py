@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kappa_rllib.report.data import SCORE_RULES, Cell, Run, is_plain, shared_row
+from kappa_rllib.report.data import (CELL_INTERVAL, PAPER_INTERVAL, SCORE_RULES, Cell, Run, baseline_rank, is_plain,
+                                     one_per_cell, shared_row)
 from kappa_rllib.versions import describe
 
 
@@ -54,15 +55,6 @@ def _kappa_variants(runs: list[Run]) -> list[str]:
     return sorted(found, key=lambda v: (v not in ("kappa-pi", "kappa-vi"), v))
 
 
-def _dedupe_by_seed(runs: list[Run]) -> list[Run]:
-    seen, out = set(), []
-    for r in runs:
-        if r.seed not in seen:
-            seen.add(r.seed)
-            out.append(r)
-    return out
-
-
 def _param_cells(runs: list[Run], param) -> list[Cell]:
     by_param = defaultdict(list)
     for r in runs:
@@ -84,9 +76,9 @@ def main_gamma(runs: list[Run]) -> float:
 
 
 def _by_env(runs: list[Run]):
-    """(env, its scored runs, its main gamma) for every env, in order."""
+    """(env, its scored runs, one per seed of each cell (data.one_per_cell), its main gamma) for every env, in order."""
     for env in sorted({r.env for r in runs}):
-        env_runs = [r for r in runs if r.env == env and not math.isnan(r.score)]
+        env_runs = one_per_cell([r for r in runs if r.env == env and not math.isnan(r.score)])
         if env_runs:
             yield env, env_runs, main_gamma(env_runs)
 
@@ -97,13 +89,12 @@ def build_tables(runs: list[Run]) -> list[EnvTable]:
     for env, env_runs, gamma in _by_env(runs):
         env_runs = [r for r in env_runs if r.gamma == gamma]
         family = env_runs[0].family
-        order = {"plain": 0, "kappa-pi": 1, "kappa-vi": 2}
-        # the baseline and GAE runs of each sampling layout ("" the default first): kept apart
+        # the baseline and GAE runs of each sampling layout ("" the default first): kept apart; one run a seed,
+        # TRPO's before a kappa variant's at kappa = 1 (_by_env: data.one_per_cell)
         shared = {}
         for sampling in sorted({r.sampling for r in env_runs}):
             mine = [r for r in env_runs if r.sampling == sampling]
-            shared[sampling] = (_dedupe_by_seed(sorted((r for r in mine if r.is_baseline),
-                                                       key=lambda r: order.get(r.variant, len(order)))),
+            shared[sampling] = (sorted((r for r in mine if r.is_baseline), key=baseline_rank),
                                 [r for r in mine if r.is_gae])
         c_fas = sorted({r.c_fa for r in env_runs if r.c_fa is not None}) or [None]
         for c_fa in c_fas:
@@ -230,13 +221,19 @@ def write_tables(tables: list[EnvTable], out: Path, paper: dict, left_out: int =
     header_cols = lambda fam: [COLUMN_TITLES[c].format(base=base.get(fam, "baseline")) for c in COLUMNS]
     md = ["# Final training performance",
           "",
-          f"Score of a run: {SCORE_RULES[score_window]}. Cells: mean +- 1.96 std / sqrt(n) "
-          "over seeds (n seeds). **Bold**: the best cell of the environment and every cell whose interval "
-          "overlaps it. `paper:` the paper's Table 1/2 value for the same cell (MuJoCo v2 there, v5 here).",
+          f"Score of a run: {SCORE_RULES[score_window]}. Cells: {CELL_INTERVAL} (n seeds). **Bold**: the best "
+          "cell of the environment and every cell whose interval overlaps it. `paper:` the paper's Table 1/2 value "
+          f"for the same cell, {PAPER_INTERVAL} (MuJoCo v2 there, v5 here).",
           ""]
     if left_out:
         md += [f"{left_out} unfinished trial(s) (not `done`: running, stopped or failed) are left out; "
                "see scores.csv.", ""]
+    scored = [r for r in runs if not math.isnan(r.score)]
+    repeats = len(scored) - len(one_per_cell(scored))
+    if repeats:
+        md += [f"{repeats} trial(s) repeat a seed of a cell that another trial already has (a trial published twice, "
+               "or a kappa variant at kappa = 1 on a seed the base algorithm ran): each cell counts a seed once, the "
+               "base algorithm's run first, in every table and figure; scores.csv lists every trial.", ""]
     md += versions_lines(runs)
     rows_csv = []
     tex = ["\\begin{tabular}{l|l|" + "c|" * (len(COLUMNS) - 1) + "c}", "\\hline",

@@ -6,11 +6,16 @@ kappa-VI at the paper's kappa_best, at kappa = 0 and with the naive N_kappa = T 
 (kappa = 1), GAE at the paper's lambda_best, any other sampling layout of those, and the base algorithm at lower
 discounts (the paper's Fig. 3, which gives curves, not numbers). For each cell:
 
-* here: every seed's score as a dot, the mean and its 95% interval (1.96 std / sqrt(n)) as a bar;
-* the paper: its mean as an open diamond and its +- as a band.
+* here: every seed's score as a dot, the mean and its Student-t 95% interval (t_{0.975,n-1} std / sqrt(n),
+  data.ci95) as a bar;
+* the paper: its mean as an open diamond and its +- (1.96 s / sqrt(10) over its 10 seeds) as a band.
 
 A cell is taken at the paper's own kappa (or lambda) where it was run here, so that a row compares one setting
-with itself; where it was not, the table's cell (`tables.build_tables`) stands, its kappa in the label.
+with itself; where it was not, the table's cell (`tables.build_tables`) stands, its kappa in the label. Where the
+paper's kappa_best (or its naive cell's kappa, or GAE's lambda_best) is 1, that setting is the base algorithm
+exactly (TRPO / DQN: kappa = 1, lambda = 1): the base cell sampled as the row was stands, "(TRPO)" or "(DQN)" in
+the label, as iqm.py's kappa_best against kappa = 0 takes it (never here's best kappa < 1 under the paper's kappa 1);
+for kappa_best also where the variant ran no kappa in (0, 1), for the naive and GAE columns where they ran here.
 `vs_paper_panels` gives the data, `vs_paper_figure` draws exactly it (each artist tagged with its cell's label).
 """
 
@@ -47,6 +52,7 @@ class Entry:
 class Panel:
     env: str
     entries: list
+    family: str | None = None  # "trpo": the paper's cells are MuJoCo v2's (its Table 2); "dqn": Atari's (Table 1)
 
 
 def _every(t: EnvTable, name: str, param: float) -> Cell | None:
@@ -72,31 +78,40 @@ def vs_paper_panels(tables: list[EnvTable], runs: list[Run], paper: dict) -> lis
             continue
         entries = []
         kappa_rows = [v for v in t.rows if v and not is_plain(v)]
+        base_name = BASE.get(t.family, "baseline")
         for variant in kappa_rows:
             base_variant = variant.split(" (")[0]
             short, note = SHORT.get(base_variant, base_variant), _sampling_note(variant)
             cols = t.rows[variant]
+            base = t.shared(variant, "baseline")  # kappa = 1, sampled as the variant was
             for column, name in (("kappa_best", variant), ("kappa_0", variant), ("naive", f"{variant} naive")):
                 p = paper.get((t.env, base_variant, column))
                 cell = cols.get(column)
+                at_base = False
                 if p is not None and column != "kappa_0":
-                    cell = _every(t, name, p[2]) or cell  # at the paper's own kappa where it ran here
+                    own = _every(t, name, p[2])  # at the paper's own kappa where it ran here
+                    # the paper's kappa 1 is the base algorithm: its cell, never here's best kappa < 1 in its place
+                    at_base = own is None and p[2] == 1.0 and (cell is not None or column == "kappa_best")
+                    cell = base if at_base else own or cell
                 if cell is None or not cell.n or (note and p is None):
                     continue
-                what = {"kappa_best": f"κ={cell.param:g}", "kappa_0": "κ=0",
-                        "naive": f"naive N_κ=T, κ={cell.param:g}"}[column]
+                kappa = f"κ={cell.param:g}" + (f" ({base_name})" if at_base else "")
+                what = {"kappa_best": kappa, "kappa_0": "κ=0", "naive": f"naive N_κ=T, {kappa}"}[column]
                 entries.append(Entry(f"{short} {what}{note}", cell, p[:2] if p else None))
-        base_name = BASE.get(t.family, "baseline")
         for row in [""] + [v for v in t.rows if is_plain(v)]:
             note = _sampling_note(row)
             for column in ("baseline", "gae"):
                 p = paper.get((t.env, "", column))
                 cell = t.rows.get(row, {}).get(column)
+                at_base = False
                 if column == "gae" and p is not None and not row:
-                    cell = _every(t, "gae", p[2]) or cell
+                    own = _every(t, "gae", p[2])
+                    at_base = own is None and p[2] == 1.0 and cell is not None  # GAE at lambda 1 is the base
+                    cell = t.rows[row].get("baseline") if at_base else own or cell
                 if cell is None or not cell.n or (note and p is None):
                     continue
-                what = base_name if column == "baseline" else f"GAE λ={cell.param:g}"
+                what = base_name if column == "baseline" else f"GAE λ={cell.param:g}" + (
+                    f" ({base_name})" if at_base else "")
                 entries.append(Entry(f"{what}{note}", cell, p[:2] if p else None))
         study = studies.get(t.env)
         if study is not None:
@@ -104,8 +119,15 @@ def vs_paper_panels(tables: list[EnvTable], runs: list[Run], paper: dict) -> lis
                 if gamma < study.main_gamma:
                     entries.append(Entry(f"{base_name} γ={gamma:g}", cell, None))
         if any(e.paper for e in entries):
-            panels.append(Panel(t.env, entries))
+            panels.append(Panel(t.env, entries, t.family))
     return panels
+
+
+def paper_band_label(panels: list[Panel]) -> str:
+    """The legend's name of the paper's band: its +- is 1.96 s / sqrt(10) over its 10 seeds (Tables 1 and 2), run on
+    MuJoCo v2 where every panel is a MuJoCo task (Table 2; here v5)."""
+    mujoco = bool(panels) and all(p.family == "trpo" for p in panels)
+    return "paper: ± 1.96 s/√10, 10 seeds" + (" (MuJoCo v2)" if mujoco else "")
 
 
 def vs_paper_figure(panels: list[Panel], narrow: bool = False):
@@ -116,7 +138,7 @@ def vs_paper_figure(panels: list[Panel], narrow: bool = False):
     nrows = math.ceil(len(panels) / ncols)
     heights = [max(len(p.entries) for p in panels[r * ncols:(r + 1) * ncols]) * ROW_HEIGHT_IN + 0.9
                for r in range(nrows)]
-    legend_in = 0.6 if narrow else 0.35  # (the narrow legend takes two lines)
+    legend_in = 0.8 if narrow else 0.45  # (the legend takes two lines, four on a phone)
     fig, axes = plt.subplots(nrows, ncols, figsize=(NARROW_WIDTH_IN if narrow else FIGURE_WIDTH_IN,
                                                     sum(heights) + legend_in + 0.15), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
@@ -145,10 +167,10 @@ def vs_paper_figure(panels: list[Panel], narrow: bool = False):
         ax.tick_params(labelsize=TICK_FONT_PT)
         ax.grid(axis="x", alpha=0.3)
     handles = [plt.Line2D([], [], ls="none", marker="o", color=HERE_COLOR, alpha=0.5, ms=4, label="here: a seed"),
-               plt.Line2D([], [], ls="-", marker="o", color="black", ms=4, label="here: mean, 95% CI"),
+               plt.Line2D([], [], ls="-", marker="o", color="black", ms=4, label="here: mean, Student-t 95% CI"),
                plt.Line2D([], [], ls="none", marker="D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper: mean"),
-               plt.matplotlib.patches.Patch(color=PAPER_COLOR, alpha=0.18, label="paper: its ±")]
-    fig.legend(handles=handles, loc="upper center", ncol=2 if narrow else 4, fontsize=LEGEND_FONT_PT, frameon=False)
+               plt.matplotlib.patches.Patch(color=PAPER_COLOR, alpha=0.18, label=paper_band_label(panels))]
+    fig.legend(handles=handles, loc="upper center", ncol=1 if narrow else 2, fontsize=LEGEND_FONT_PT, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_in / (sum(heights) + legend_in + 0.15)))
     return fig
 
