@@ -172,7 +172,13 @@ MEASURE = r"""
   await document.fonts.ready;
   const content = document.querySelector("article.md-content__inner");
   const images = [...content.querySelectorAll("img")];
-  await Promise.all(images.map(i => i.complete ? null : new Promise(r => { i.onload = r; i.onerror = r; })));
+  // the figures fetched as the page loaded (lazy ones: those near the screen), then every shown one fetched now
+  const pngs = () => performance.getEntriesByType("resource").map(e => new URL(e.name).pathname).filter(p => p.endsWith(".png"));
+  const initialPngs = pngs();
+  const loading = images.map(i => i.loading);
+  const shownImages = images.filter(i => i.getClientRects().length > 0);
+  for (const i of shownImages) i.loading = "eager";
+  await Promise.all(shownImages.map(i => i.complete ? null : new Promise(r => { i.onload = r; i.onerror = r; })));
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   // each figure shown (not display: none), the file the browser chose and its width on screen and in the file
   const figures = images.filter(i => i.getClientRects().length > 0).map(i => ({
@@ -225,7 +231,8 @@ MEASURE = r"""
     return {text: code.textContent.trim().slice(0, 50), covered};
   });
   return {
-    equations, code, figures, scrollers, copyButtons,
+    equations, code, figures, scrollers, copyButtons, initialPngs, loading, pngs: pngs(),
+    hidden: images.filter(i => i.getClientRects().length === 0).map(i => new URL(i.src).pathname),
     nav: here.map(a => a.textContent.trim().replace(/\s+/g, " ")),
     toc: [...document.querySelectorAll("nav.md-nav--secondary a.md-nav__link")].map(a => a.textContent.trim()),
     h1: h1 ? h1.textContent.replace("¶", "").trim().replace(/\s+/g, " ") : null,
@@ -442,6 +449,22 @@ def test_the_copy_button_covers_no_code(shown):
     problems = [f"{page} at {width}: the copy button covers {b['covered']!r} of: {b['text']}"
                 for (page, width), found in shown.items() for b in found["copyButtons"] if b["covered"]]
     assert sum(len(found["copyButtons"]) for found in shown.values()) > 40
+    assert not problems, report(problems)
+
+
+def test_figures_load_lazily_and_a_width_fetches_only_its_own_drawings(shown):
+    """Every figure is `loading="lazy"` (docs/hooks/lazy_images.py): a page fetches the figures near the screen as it
+    loads, the rest as they are scrolled to, and never the drawing hidden at its width (the desktop drawing on a
+    phone, the phone's on a desktop). Before: the results page fetched all its PNGs, both widths, ~7 MB on a phone."""
+    problems = []
+    for (page, width), found in shown.items():
+        problems += [f"{page}: an image loads {how!r}" for how in found["loading"] if how != "lazy"]
+        fetched_hidden = sorted(set(found["hidden"]) & set(found["pngs"]))
+        if fetched_hidden:
+            problems.append(f"{page} at {width}: fetched hidden drawings {fetched_hidden}")
+    results = shown["results/", "phone"]
+    assert len(results["figures"]) >= 8, results["figures"]
+    assert len(set(results["initialPngs"])) < len(results["figures"]), results["initialPngs"]  # lazy at load
     assert not problems, report(problems)
 
 
