@@ -194,6 +194,44 @@ def test_the_api_reference_documents_the_modules_the_guides_use_and_no_internal_
         assert len(typed) >= 3, f"{name}: {len(typed)} typed signatures of {len(signatures)}"
 
 
+def _parameter_defaults(content: str) -> dict[str, list[str]]:
+    """{parameter name: the Default cells of every parameter table row naming it} on an API page."""
+    found: dict[str, list[str]] = {}
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", content, flags=re.S):
+        cells = [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+                 for c in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
+        if len(cells) == 4:  # name, type, description, default
+            found.setdefault(cells[0], []).append(cells[3])
+    return found
+
+
+def test_the_api_reference_shows_each_training_settings_real_default(site):
+    """issue 67 (9): every `.training(...)` parameter read "Default None" (RLlib's "not given"); the page now shows
+    the config's own default (docs/hooks/real_defaults.py), the kappa settings one per family. The numbers are read
+    from the config classes here, so a changed default changes what the test expects."""
+    from kappa_rllib import KappaPIDQNConfig, TRPOConfig, defaults
+
+    _, site_dir = site
+    shown = _parameter_defaults(article(page(site_dir, "api/algorithms")))
+    dqn, trpo = KappaPIDQNConfig(), TRPOConfig()
+    expected = {"env_steps_per_update": repr(dqn.env_steps_per_update), "learner_thread": repr(dqn.learner_thread),
+                "max_kl": repr(trpo.max_kl), "lambda_": repr(trpo.lambda_), "kappa": repr(defaults.DQN["kappa"]),
+                "c_fa": f"{defaults.DQN['c_fa']!r} (DQN); {defaults.TRPO['c_fa']!r} (TRPO, PPO, APPO)",
+                "naive_schedule": "False"}
+    for name, default in expected.items():
+        assert shown.get(name) and all(d == default for d in shown[name]), (name, shown.get(name), default)
+    import inspect
+
+    from kappa_rllib import KappaPIAPPOConfig, KappaPIPPOConfig, KappaPITRPOConfig
+    from kappa_rllib.algorithms.config_mixins import KappaConfigMixin
+
+    own = {name for cls in (KappaPIDQNConfig, TRPOConfig, KappaPITRPOConfig, KappaPIPPOConfig, KappaPIAPPOConfig,
+                            KappaConfigMixin) for klass in cls.__mro__ if "training" in vars(klass)
+           and klass.__module__.startswith("kappa_rllib") for name in inspect.signature(klass.training).parameters}
+    nones = sorted(name for name in own if any(d in ("None", "NotProvided") for d in shown.get(name, [])))
+    assert len(own & set(shown)) > 25 and not nones, nones
+
+
 def test_the_papers_equations_are_rendered_as_maths(site):
     """pymdownx.arithmatex leaves the TeX in <span|div class="arithmatex"> for MathJax (configured by
     docs/javascripts/mathjax.js and loaded on every page); the ASCII forms are gone."""
