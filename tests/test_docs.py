@@ -481,7 +481,10 @@ def test_report_pages_have_titles_that_name_their_experiment(site):
 # A time of day ("04:46", "12:05:33"; a port or a URL is not one, and a ratio of two-digit terms, which
 # would read as one, is written "1 to 10" or in code), and the words of a lab notebook
 TIME_OF_DAY = re.compile(r"(?<![\w:/.])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?(?![\w:/])")
-NOTEBOOK_WORDS = re.compile(r"\b(today|tonight|yesterday|this (?:morning|afternoon|evening)|of the day)\b", re.I)
+NOTEBOOK_WORDS = re.compile(r"\b(today|tonight|yesterday|this (?:morning|afternoon|evening)|of the day"
+                            r"|in (?:two|three|four|five|several|\d+) sessions|(?:inside|in|within) (?:a|one|this|each) session"
+                            r"|beside (?:a|the) CI run|beside (?:this project's )?test(?:s| suite| runs?)|the machine's install then"
+                            r"|an earlier day's|renamed on \d{4}-\d\d-\d\d|before the fix)\b", re.I)
 
 
 def prose_of(page_html: str) -> str:
