@@ -17,7 +17,7 @@ If either cell lands near the paper's 1377 and the other stays near 2763, that d
 "kappa-pi (phi_target=authors)", the second as the task "Ant-v5 (contact_cost_weight=0.0, ...)".
 
 Result (2026-11-29, docs/results/table2/ant_level/, the table2 README says more): the authors' target
-ends at 1802 +- 438 (seeds 2248 / 1605 / 1554, each ~1,000 below the published run of its seed), most of
+ends at 1802 +- 961 (Student-t 95%, seeds 2248 / 1605 / 1554, each ~1,000 below the published run of its seed), most of
 the way to the paper's 1377; without contact forces kappa-PI ends at 2683 +- 673, the published level.
 Cost: 6 trials, 12M env steps, 1.90 trial-hours on the project's 2-core machine (961-1,384 s a trial, two
 at a time on quiet cores: ~62 minutes).

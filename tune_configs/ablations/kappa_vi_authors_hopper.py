@@ -15,7 +15,7 @@ grid switches all of them at once (the paper's N_kappa kept: the paper sets it f
     hopper_vi_line_search          kl_accept_factor 1.5, fvp_subsample 5: their line search and Fisher products
     hopper_vi_orthogonal_init      orthogonal_init: OpenAI baselines' initialisation
     hopper_vi_one_env              one sub-env of 1,024 steps a batch (4 of 256 here)
-    hopper_vi_today                today's settings again (the published cell: 737 +- 39, n = 5)
+    hopper_vi_today                today's settings again (the published cell: 737 +- 56, n = 5)
 
 Identical in both (the list on docs/paper-settings.md): the kappa-return and its bootstrap at a batch end, the
 per-batch advantage standardisation, the value fit (Adam 1e-3, 5 epochs of 128), the order policy step ->

@@ -13,7 +13,7 @@ where the score moves between 14 copies and 1,953:
                                  the two tasks where kappa-VI meets the paper with N_kappa from C_FA (kappa 0.36
                                  and 0.68): does a copy every batch lift them as well?
 
-The cells they are read against are published: Walker2d kappa-VI at 0.68, C_FA 0.2 (708 +- 114, n = 5,
+The cells they are read against are published: Walker2d kappa-VI at 0.68, C_FA 0.2 (708 +- 162, n = 5,
 docs/results/table2/) and the Hopper ablation's cells. kappa and gamma are the paper's; T = 2M env steps;
 3 seeds (0, 1, 2: the published cells' first three). C_FA below the paper's range is how N_kappa is set here:
 the copy cadence, not C_FA, is the question.

@@ -19,7 +19,7 @@ Grids, in the order they run (5 seeds each, 70 trials, 140M env steps), each wit
     swimmer_kappa0_kappa_pi_trpo  Swimmer-v5,     kappa-PI kappa 0         paper:   42 +- 3
     swimmer_kappa0_kappa_vi_trpo  Swimmer-v5,     kappa-VI kappa 0         paper:   46 +- 1
     walker2d_one_env_kappa_pi_trpo  Walker2d-v5,  kappa-PI kappa 0.68, one sub-env per EnvRunner
-                                                  (the published cell: 1712 +- 382 with 4; paper 1438 +- 188)
+                                                  (the published cell: 1712 +- 541 with 4; paper 1438 +- 188)
 
 Swimmer's kappa_best is 1 for both variants (the paper's 107 +- 12 and 114 +- 15 are TRPO's runs), and its
 GAE at lambda_best = 1 (103 +- 13) is TRPO itself here: `TRPOConfig`'s lambda_ = 1 is the same computation

@@ -14,9 +14,9 @@ steps/s: ~20 min per 1M) and 11-13 s beside other work; the DQN and kappa-VI cel
 trial (about half of it beside other work). kappa-PI and the naive schedule make twice DQN's updates:
 kappa-PI trials took 2,478-3,394 s (an iteration ~6-7 s, ~28 s when it runs an evaluation phase), naive
 trials 2,822-3,265 s (~13 s an iteration). Run it in parts with `--resume` (`--grids` picks cells).
-The 250k result (docs/results/minatar/): DQN 4.4 +- 0.2, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.2 (0.84).
-At 1M (docs/results/minatar/1m/): DQN 5.7 +- 0.1, kappa-PI 0.84 6.3 +- 0.4, its naive schedule 6.0 +- 0.2
-(P(C_FA > naive) 0.84 [0.52, 1.00]), kappa-VI 0.68 6.2 +- 0.2.
+The 250k result (docs/results/minatar/): DQN 4.4 +- 0.3, kappa-PI 4.7 +- 0.2 (0.92), kappa-VI 4.6 +- 0.3 (0.84).
+At 1M (docs/results/minatar/1m/): DQN 5.7 +- 0.2, kappa-PI 0.84 6.3 +- 0.6, its naive schedule 6.0 +- 0.3
+(P(C_FA > naive) 0.84 [0.52, 1.00]), kappa-VI 0.68 6.2 +- 0.3 (Student-t 95% intervals, 5 seeds).
 
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --report
     kappa-rllib tune tune_configs/small/minatar_breakout_1m.py --checkpoint-every 20 --resume

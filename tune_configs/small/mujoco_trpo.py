@@ -10,7 +10,7 @@ Cost: 50 trials, 10M env steps. Measured on a 2-core CPU machine, one trial at a
 busy): InvertedPendulum's 25 trials in 17 min (~40 s each), Hopper's 25 in 76 min (~3 min each), so
 ~1.5 hours for the file, under an hour with 2 trials at a time.
 Measured result (docs/results.md, "The small suite"): kappa-PI-TRPO on par with TRPO at these budgets
-(Hopper 875 +- 108 at kappa 0.68 vs TRPO 878 +- 19, naive 777 +- 163).
+(Hopper 875 +- 152 at kappa 0.68 vs TRPO 878 +- 26, naive 777 +- 231; Student-t 95% intervals, 5 seeds).
 Paper (Hopper-v2, 2M steps): kappa-PI-TRPO 1486 +- 324 at kappa 0.68 against TRPO 1142 +- 141 and
 naive 1434 +- 129 (kappa 0.98). At 15% of that budget, expect lower scores and wider intervals.
 
