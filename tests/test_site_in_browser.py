@@ -230,7 +230,11 @@ MEASURE = r"""
     }
     return {text: code.textContent.trim().slice(0, 50), covered};
   });
+  // where the page's h2 headings start (document y) and how tall the page is
+  const headings = Object.fromEntries([...content.querySelectorAll("h2[id]")].map(
+    h => [h.id, Math.round(h.getBoundingClientRect().top + window.scrollY)]));
   return {
+    headings, pageHeight: document.documentElement.scrollHeight,
     equations, code, figures, scrollers, copyButtons, initialPngs, loading, pngs: pngs(),
     hidden: images.filter(i => i.getClientRects().length === 0).map(i => new URL(i.src).pathname),
     nav: here.map(a => a.textContent.trim().replace(/\s+/g, " ")),
@@ -367,9 +371,9 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
         wide = ROOT / "docs" / figure["path"].lstrip("/").removesuffix("_narrow.png").removesuffix(".png")
         return Path(f"{wide}_narrow.png").is_file()
 
-    wanted_on = {("results/", "vs_paper"): 1, ("results/", "lower_gamma_"): 3, ("results/table2/", "lower_gamma_"): 2,
+    wanted_on = {("results/", "vs_paper"): 1, ("results/cells/", "lower_gamma_"): 3, ("results/table2/", "lower_gamma_"): 2,
                  ("results/minatar/", "lower_gamma_"): 1, ("results/", "iqm"): 1, ("results/table2/", "iqm"): 1,
-                 ("results/", "curves_"): 4, ("results/table2/", "curves_"): 7, ("results/minatar/", "curves_"): 1}
+                 ("results/cells/", "curves_"): 4, ("results/table2/", "curves_"): 7, ("results/minatar/", "curves_"): 1}
     problems = []
     for (page, width), found in shown.items():
         figures = [f for f in found["figures"] if two_widths(f)]
@@ -462,9 +466,25 @@ def test_figures_load_lazily_and_a_width_fetches_only_its_own_drawings(shown):
         fetched_hidden = sorted(set(found["hidden"]) & set(found["pngs"]))
         if fetched_hidden:
             problems.append(f"{page} at {width}: fetched hidden drawings {fetched_hidden}")
-    results = shown["results/", "phone"]
+    results = shown["results/cells/", "phone"]
     assert len(results["figures"]) >= 8, results["figures"]
     assert len(set(results["initialPngs"])) < len(results["figures"]), results["initialPngs"]  # lazy at load
+    assert not problems, report(problems)
+
+
+def test_the_results_page_opens_with_the_figure_then_the_claims_and_stays_short(shown):
+    """The page a reader lands on (Results) shows the lead figure, then the paper's claims within the first screens
+    (issue 67: they began at y ~1,305 at 1400 px and ~2,030 at 390 px, on a page 17,500 / 24,500 px long), and the
+    per-cell detail lives on its own page."""
+    limits = {"desktop": (1300, 4000), "phone": (1000, 6500)}  # (the claims' heading at most, the page at most)
+    problems = []
+    for width, (claims_at, page_at) in limits.items():
+        found = shown["results/", width]
+        top = next((y for hid, y in found["headings"].items() if hid.startswith("the-papers-claims")), None)
+        if top is None or top > claims_at:
+            problems.append(f"results at {width}: the claims start at y = {top} (at most {claims_at})")
+        if found["pageHeight"] > page_at:
+            problems.append(f"results at {width}: the page is {found['pageHeight']} px long (at most {page_at})")
     assert not problems, report(problems)
 
 

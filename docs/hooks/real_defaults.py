@@ -4,7 +4,7 @@ The configs' `.training(...)` take `None` (or RLlib's `NotProvided`) for "not gi
 pages read "Default None" for every setting. The real default is what the config class sets in `__init__`: this
 extension builds each config class that defines `training` (importing the package, as a reader's Python would)
 and writes the attribute's value in the parameter's place. The kappa settings' mixin has one default per
-algorithm family (`kappa_rllib.defaults`): it shows each value with the families that take it.
+algorithm family (`kappa_rllib.defaults`): it shows them as a dict by family.
 """
 
 from __future__ import annotations
@@ -17,18 +17,16 @@ NOT_GIVEN = ("None", "NotProvided")
 
 
 def _family_defaults(name: str) -> str | None:
-    """`name`'s default in `kappa_rllib.defaults`, by family: "0.84", or "0.05 (DQN); 0.2 (TRPO, PPO, APPO)"."""
+    """`name`'s default in `kappa_rllib.defaults`: "0.84" where every family has it, else one value per family as a
+    Python dict, `{'DQN': 0.05, 'TRPO': 0.2, ...}` (a signature's default stays a Python expression, which
+    mkdocstrings formats to the column)."""
     from kappa_rllib import defaults
 
     families = {f: getattr(defaults, f) for f in ("DQN", "TRPO", "PPO", "APPO")}
     if not all(name in row for row in families.values()):
         return None
-    by_value: dict[str, list[str]] = {}
-    for family, row in families.items():
-        by_value.setdefault(repr(row[name]), []).append(family)
-    if len(by_value) == 1:
-        return next(iter(by_value))
-    return "; ".join(f"{value} ({', '.join(names)})" for value, names in by_value.items())
+    values = {family: row[name] for family, row in families.items()}
+    return repr(next(iter(values.values()))) if len(set(values.values())) == 1 else repr(values)
 
 
 def _classes(module: griffe.Module):
