@@ -364,7 +364,8 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
     paper, the lower-discount study, the IQM over the tasks, the curves), each one whose `_narrow.png` is in
     docs/, are each shown once at each width, the wide drawing on a desktop and the narrow one on a phone, and
     their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width shown) is >= 9 px high on both (a
-    two-column drawing on a phone: ~5 px)."""
+    two-column drawing on a phone: ~5 px). A figure drawn in one width only is never shown on a phone, and is
+    legible where it is shown (issue 67: MinAtar's and the small suite's 600 px drawings had ~4-6 px legends)."""
     from kappa_rllib.report import plots
 
     def two_widths(figure: dict) -> bool:
@@ -380,6 +381,13 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
         for (on, kind), count in wanted_on.items():
             if on == page and sum(f["src"].startswith(kind) for f in figures) != count:
                 problems.append(f"{page} at {width}: {count} {kind} figure(s) wanted, {figures} shown")
+        for f in found["figures"]:  # a figure drawn in one width only: never on a phone, legible where shown
+            if two_widths(f):
+                continue
+            if width == "phone":
+                problems.append(f"{page} at phone: {f['src']} has no phone drawing")
+            elif plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * f["shown"] / f["natural"] < 9:
+                problems.append(f"{page} at {width}: {f['src']}'s smallest text under 9 px")
         for f in figures:
             narrow = f["src"].endswith("_narrow.png")
             if narrow != (width == "phone"):
@@ -467,7 +475,7 @@ def test_figures_load_lazily_and_a_width_fetches_only_its_own_drawings(shown):
         if fetched_hidden:
             problems.append(f"{page} at {width}: fetched hidden drawings {fetched_hidden}")
     results = shown["results/cells/", "phone"]
-    assert len(results["figures"]) >= 8, results["figures"]
+    assert len(results["figures"]) >= 7, results["figures"]
     assert len(set(results["initialPngs"])) < len(results["figures"]), results["initialPngs"]  # lazy at load
     assert not problems, report(problems)
 
