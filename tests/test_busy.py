@@ -399,7 +399,7 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
 
     import ray
 
-    from kappa_rllib.tuning import repair
+    from kappa_rllib.tuning import staging as leftovers
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     trial_dir = tmp_path / "grid" / "T_00000"
@@ -420,7 +420,7 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
 
     # a finished trial whose rows never reached storage (its folder holds only a checkpoint): all of them merged
     stage([1, 2, 3], done=True)
-    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    line = leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
     assert line == "3 row(s) the killed driver wrote but never copied onto storage merged into it (the trial finished)"
     assert not staging.exists() and stored() == ([1, 2, 3], [{"training_iteration": 3, "done": True}])
     assert (trial_dir / "progress.csv").read_text() == "training_iteration,x\n1,0\n2,0\n3,0\n"
@@ -435,7 +435,7 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     (checkpoint / "kappa_rllib_checkpoint.json").write_text(json.dumps(
         {"package": "kappa-rllib", "format": 1, "training_iteration": 3, "files": {}}))
     stage([1, 2, 3, 4, 5], done=False)
-    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    line = leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
     assert line == ("2 row(s) the killed driver wrote but never copied onto storage merged into it (up to its "
                     "checkpoint at iteration 3); 2 row(s) past its checkpoint dropped: the trial makes them again")
     assert stored() == ([1, 2, 3], []) and not staging.exists()
@@ -452,22 +452,22 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     write(staging, [1, 2, 3, 3, 4, 5])
     (checkpoint / "kappa_rllib_checkpoint.json").write_text(json.dumps(
         {"package": "kappa-rllib", "format": 1, "training_iteration": 4, "files": {}}))
-    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    line = leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
     assert line.startswith("1 row(s) the killed driver wrote but never copied onto storage merged into it (up to "
                            "its checkpoint at iteration 4)"), line
     assert stored() == ([1, 2, 3, 3, 4], [])
     assert (trial_dir / "progress.csv").read_text().splitlines()[-2:] == ['"n1,n2",3', '"n1,n2",4']
     write(trial_dir, [1, 2, 9])  # storage's rows are no prefix of the staged ones: nothing merged
     write(staging, [1, 2, 3, 4])
-    repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
+    leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir)
     assert stored() == ([1, 2, 9], [])
     write(trial_dir, [1, 2, 3])
     stage([1, 2, 3], done=False)  # the same rows as storage's: deleted, nothing to say
-    assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
+    assert leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
     assert not staging.exists() and stored() == ([1, 2, 3], [])
     for never in (trial_dir, trial_dir / "sub"):  # (staging that is storage, or inside it: never deleted)
         never.mkdir(exist_ok=True)
-        assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(never)), trial_dir) is None
+        assert leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(never)), trial_dir) is None
         assert never.is_dir()
     # a driver killed with its Ray (a laptop): the resume's Ray is a new session, and the killed driver's staging
     # folder is in the one before it on this machine, another run's start time above it; session_latest, a link
@@ -482,13 +482,13 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     (temp / "session_latest").symlink_to(old_staging.parents[4])
     new_session = temp / "session_2026-12-03_17-00-00_2" / "artifacts" / "2026-12-03_17-00-02" / "grid" / \
         "driver_artifacts" / "T_00000"
-    line = repair.drop_stale_staging(types.SimpleNamespace(local_path=str(new_session)), trial_dir)
+    line = leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(new_session)), trial_dir)
     assert line == ("3 row(s) the killed driver wrote but never copied onto storage merged into it (up to its "
                     "checkpoint at iteration 4)"), line
     assert stored() == ([1, 2, 3, 4], []) and not old_staging.exists() and other_trial.is_dir()
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # no Ray session: no staging path to look at
     staging.mkdir(parents=True)
-    assert repair.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
+    assert leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), trial_dir) is None
     assert staging.is_dir()
 
 
@@ -506,7 +506,7 @@ def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_stag
     from ray import cloudpickle
 
     from kappa_rllib.report.load import load_runs
-    from kappa_rllib.tuning import repair
+    from kappa_rllib.tuning import staging
 
     grid = tmp_path / "results" / "grid"
     known = "KappaPIDQN_abc12_00000_0_seed=0_2026-12-04_10-00-00"
@@ -534,7 +534,7 @@ def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_stag
 
     # the state: 00000 with its folder, 00002 never started; 00001 and 00003 it lacks
     trials = [(trial("abc12_00000", known), None), (trial("abc12_00002", None), None)]
-    said = repair._set_aside_orphans(grid, trials)  # no search state: nothing the state lacks is moved
+    said = staging.set_aside_orphans(grid, trials)  # no search state: nothing the state lacks is moved
     unread = "a trial folder Tune's saved state does not know, and the search state cannot be read: left in place"
     assert said[0] == f"{orphan}: {unread}" and said[2] == f"{made}: {unread}", said
     assert said[1].startswith(f"{pending}: a trial folder") and (grid / orphan).is_dir() and (grid / made).is_dir()
@@ -542,7 +542,7 @@ def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_stag
     # the search state: abc12_ trials 00000..00002 made (counter 3): 00003 is not yet, so the search makes it again
     search = {"_iterators": [types.SimpleNamespace(uuid_prefix="abc12_", counter=3)]}
     (grid / "basic-variant-state-2026-12-04_10-00-00.json").write_bytes(cloudpickle.dumps(search))
-    said = repair._set_aside_orphans(grid, trials)
+    said = staging.set_aside_orphans(grid, trials)
     moved = "a trial folder Tune's saved state does not know (made after its last save, then the driver was " \
             "killed) moved to .kappa_orphans/: the trial runs again from its start"
     assert said == [f"{orphan}: a trial folder Tune's saved state does not know, and its search has made that "
@@ -555,5 +555,5 @@ def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_stag
     # a staged copy of a trial set aside is deleted (a cluster still up would copy it onto storage again)
     (session / made).mkdir()
     (grid / ".kappa_orphans" / made).rename(grid / made)
-    repair._set_aside_orphans(grid, trials)
+    staging.set_aside_orphans(grid, trials)
     assert not (session / made).exists() and not (grid / made).exists()

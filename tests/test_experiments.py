@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kappa_rllib import experiments
-from kappa_rllib.tuning import driver
+from kappa_rllib.tuning import checks, driver
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FILES = sorted(glob.glob(str(ROOT / "tune_configs" / "**" / "*.py"), recursive=True))
@@ -422,12 +422,12 @@ def test_a_grid_stopped_before_its_first_trial_resumes_afresh_and_no_grid_starts
     grid = tmp_path / "g"
     grid.mkdir()
     (grid / "tuner.pkl").write_bytes(b"x")
-    assert not driver._restorable(str(tmp_path / "missing"))
-    assert not driver._restorable(str(grid))  # no experiment state yet
+    assert not checks.restorable(str(tmp_path / "missing"))
+    assert not checks.restorable(str(grid))  # no experiment state yet
     (grid / "experiment_state-2026-11-28_10-00-00.json").write_text(json.dumps({"trial_data": []}))
-    assert not driver._restorable(str(grid))  # a state without trials
+    assert not checks.restorable(str(grid))  # a state without trials
     (grid / "experiment_state-2026-11-28_11-00-00.json").write_text(json.dumps({"trial_data": [["t"]]}))
-    assert driver._restorable(str(grid))  # the newest names a trial
+    assert checks.restorable(str(grid))  # the newest names a trial
     (tmp_path / "h" / "T_0").mkdir(parents=True)
     (tmp_path / "h" / "T_0" / "result.json").write_text("{}\n")
     with pytest.raises(ValueError, match="has trial results but no Tune state to resume them from"):
@@ -462,10 +462,10 @@ def test_resume_of_a_run_started_before_a_setting_was_added_keeps_the_stored_key
     keys = sorted(flatten_dict(grid.config.to_dict()))
     older = [k for k in keys if k != "batches_per_iteration"]
     (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": older}))
-    space = driver._param_space_on_restore(grid, tmp_path)
+    space = checks.param_space_on_restore(grid, tmp_path)
     assert sorted(flatten_dict(space)) == older  # what Tune's restore compares (tuner_internal.py)
     assert space["seed"] == {"grid_search": [0, 1, 2, 3, 4]} and space["env"] == grid.config.env
     (tmp_path / "tuner.pkl").write_bytes(cloudpickle.dumps({"__flattened_param_space_keys": keys + ["retired"]}))
     with pytest.raises(ValueError, match=r"grid 'ant_trpo' was started with settings this kappa-rllib does not "
                                          r"have \(retired\): resume it with the version that started it"):
-        driver._param_space_on_restore(grid, tmp_path)
+        checks.param_space_on_restore(grid, tmp_path)

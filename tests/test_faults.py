@@ -195,7 +195,7 @@ def test_a_full_disk_during_a_checkpoint_then_resume_goes_on_from_the_last_whole
     out = tune(file, "--storage", small_disk, "--num-cpus", "1", "--checkpoint-every", "2", "--resume")
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     # the rows the stopped driver wrote after Tune's last copy, in its staging folder (the Ray session before this
-    # one), are merged into storage up to its newest whole checkpoint first (repair.drop_stale_staging), unless
+    # one), are merged into storage up to its newest whole checkpoint first (staging.drop_stale_staging), unless
     # storage's rows are no prefix of them
     merged = re.search(r"merged into it \(up to its checkpoint at iteration (\d+)\)", out.stderr)
     if merged:

@@ -680,7 +680,7 @@ def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_befo
     from ray import cloudpickle
 
     from kappa_rllib import experiments
-    from kappa_rllib.tuning import driver
+    from kappa_rllib.tuning import checks
 
     file, storage = seam_file(tmp_path, seeds=2), tmp_path / "results"
     folder = storage / "seams" / "kappa_pi_dqn"
@@ -694,11 +694,11 @@ def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_befo
                                  "its run there was started with 1: a changed grid cannot go on"), out.stderr
     assert sorted(p.name for p in storage.rglob("*")) == before and not (tmp_path / "ray").exists()
     state.write_bytes(cloudpickle.dumps({"_total_samples": 2, "_finished": True}))
-    driver.check_resume(experiments.load_file(str(file)), storage / "seams")  # the same trials: goes on
+    checks.check_resume(experiments.load_file(str(file)), storage / "seams")  # the same trials: goes on
     # counted as Tune counts them: a grid_search at any depth of the config (here the model's layers)
     nested = SimpleNamespace(config={"lr": {"grid_search": [1e-3, 1e-4]},
                                      "model": {"fcnet_hiddens": {"grid_search": [[64], [256]]}}}, num_samples=3)
-    assert driver._count_trials(nested) == 12
+    assert checks.count_trials(nested) == 12
 
 
 def test_a_fresh_run_refused_for_a_later_grid_writes_nothing_for_the_earlier_ones(tmp_path):
@@ -1008,14 +1008,14 @@ def test_whole_uploads_is_the_copy_tunes_syncer_runs(tmp_path, monkeypatch):
 
 
 def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_path, monkeypatch):
-    """driver.failures: Tune's Result.error reads the error file from storage; on a full disk the whole-or-
+    """failures.failures: Tune's Result.error reads the error file from storage; on a full disk the whole-or-
     nothing upload leaves none there. A trial Tune marked ERROR still counts as failed (not as a trial left to
     resume), with its error read from the driver's staging copy, else named as an error file not copied."""
     from ray import cloudpickle
 
     import pyarrow.fs
 
-    from kappa_rllib.tuning import driver, retry
+    from kappa_rllib.tuning import failures, retry
 
     staged = tmp_path / "error.pkl"
     staged.write_bytes(cloudpickle.dumps(OSError(28, "No space left on device")))
@@ -1037,27 +1037,27 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     grid = Grid(results)
     grid._experiment_analysis = SimpleNamespace(trials=[
         trial("TERMINATED"), trial("ERROR", str(staged)), trial("ERROR"), trial("ERROR"), trial("PENDING")])
-    found = driver.failures(grid)
+    found = failures.failures(grid)
     assert [next(i for i, x in enumerate(results) if x is r) for r, _ in found] == [1, 2, 3]
     assert isinstance(found[0][1], OSError) and found[0][1].errno == 28
     assert "could not copy its error file onto storage" in str(found[1][1])
     assert str(found[2][1]) == "own"
-    assert driver.unfinished(grid) == 1  # the pending one
+    assert failures.unfinished(grid) == 1  # the pending one
     assert not retry.disk_full(found[1][1])  # space left: not said to be a full disk
     monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=16 << 20, used=16 << 20, free=0))
-    full = driver.failures(grid)[1][1]
+    full = failures.failures(grid)[1][1]
     assert isinstance(full, OSError) and retry.disk_full(full), full  # `tune` then says the disk is full
     grid._experiment_analysis.trials[2] = trial("ERROR", local=False)  # a bucket: no local disk to blame
-    assert not retry.disk_full(driver.failures(grid)[1][1])
+    assert not retry.disk_full(failures.failures(grid)[1][1])
     # the staging copy and the full disk are the machine Tune ran on: under Ray Client the head, so both are
     # looked at through storage.on_storage (a task there), once per trial Tune marked ERROR without its error
     from kappa_rllib.tuning import storage as stores
 
     ran = []
     monkeypatch.setattr(stores, "on_storage", lambda fn, *args: ran.append((fn.__name__, args[0].status)) or fn(*args))
-    assert len(driver.failures(grid)) == 3
+    assert len(failures.failures(grid)) == 3
     assert ran == [("_unstored_error", "ERROR")] * 2
     # the head gone as the error is looked up: still a failed trial, said so
     monkeypatch.setattr(stores, "on_storage", lambda fn, *args: (_ for _ in ()).throw(OSError("on the cluster's head: gone")))
-    found = driver.failures(grid)
+    found = failures.failures(grid)
     assert len(found) == 3 and "its error could not be read (OSError: on the cluster's head: gone)" in str(found[0][1])

@@ -134,7 +134,7 @@ def _drop_empty_tuner_files(storage, grids) -> None:
 def main(args) -> int:
     """Every grid of the file, validated before Ray starts."""
     from kappa_rllib import experiments
-    from kappa_rllib.tuning import driver
+    from kappa_rllib.tuning import checks, driver, failures
     from kappa_rllib.tuning import storage as stores
 
     try:
@@ -162,7 +162,7 @@ def main(args) -> int:
     try:  # before any grid writes a file (kappa_rllib.tuning.driver); but for Ray Client, before Ray starts
         if _client(args):
             _check_storage_on_cluster(storage)
-        (driver.check_resume if args.resume else driver.check_fresh)(grids, storage)
+        (checks.check_resume if args.resume else checks.check_fresh)(grids, storage)
     except (ValueError, OSError, UsageError) as e:
         return error(one_line(e))
     total = sum(g.num_trials() for g in grids)
@@ -184,10 +184,10 @@ def main(args) -> int:
         _drop_empty_tuner_files(storage, grids)
         return error(f"{one_line(e)}: the storage {storage} could not be written; fix it, then "
                      f"{'' if args.resume else 'start again, or '}resume with: {_resume_command(args)}")
-    except driver.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
+    except failures.GridFailed as e:  # a grid's Tune run raised: the others stopped, each saved its state
         print(f"kappa-rllib: error: {e}; resume with: {_resume_command(args)}", file=sys.stderr)
         return 1
-    failed = [f for rg in results.values() for f in driver.failures(rg)]
+    failed = [f for rg in results.values() for f in failures.failures(rg)]
     errors = len(failed)
     resume = _resume_command(args)
     for result, exc in failed:  # one line each; the whole traceback is in the trial's error.txt
@@ -196,7 +196,7 @@ def main(args) -> int:
         print(f"[tune] the disk under {storage} is full (No space left on device): free space there, then "
               f"`{resume}` goes on from each trial's last complete checkpoint", file=sys.stderr)
     # trials neither ended nor failed: those of an interrupted grid, and every trial of the grids after it
-    left = total - sum(len(rg) - driver.unfinished(rg) for rg in results.values())
+    left = total - sum(len(rg) - failures.unfinished(rg) for rg in results.values())
     if left > 0:  # say so, and how to go on (and no report of a partial grid)
         print(f"[tune] stopped: {total - left - errors}/{total} trials finished, {errors} failed, {left} not run "
               f"to their end; resume with: {resume}", file=sys.stderr)

@@ -12,7 +12,7 @@ import numpy as np
 
 from kappa_rllib.report.data import Run
 from kappa_rllib.variant import PHI_OPTION_DEFAULTS
-from kappa_rllib.tuning.repair import ORPHANS
+from kappa_rllib.tuning.staging import ORPHANS
 from kappa_rllib.versions import KEY as VERSIONS
 
 
@@ -22,7 +22,7 @@ _ENV_PREFIX = "kappa_rllib:"
 
 def load_runs(root) -> list[Run]:
     """Every trial under `root` (any depth) with a params.json and a result.json; not those `--resume` set aside
-    as made twice (kappa_rllib.tuning.repair.ORPHANS)."""
+    as made twice (kappa_rllib.tuning.staging.ORPHANS)."""
     runs = []
     for result_file in sorted(Path(root).rglob("result.json")):
         if ORPHANS in result_file.relative_to(root).parts:

@@ -33,7 +33,7 @@ class _KeepsStagedRows:
     a restart from an older checkpoint writes again are the report's to read as a rollback
     (kappa_rllib.report.load). A `--resume` starts from storage's copy: its driver's staging folder is new, or,
     on a cluster still up, the killed driver's, which `--resume` deletes first for a local or NFS folder
-    (kappa_rllib.tuning.repair.drop_stale_staging; for a bucket, Tune's first sync has already copied it up,
+    (kappa_rllib.tuning.staging.drop_stale_staging; for a bucket, Tune's first sync has already copied it up,
     before any trial starts, as without this class). Through Ray Client, a grid started by a kappa-rllib before
     this class keeps the loggers it was started with (Tune restores them from its tuner.pkl)."""
 
