@@ -76,6 +76,8 @@ def main(argv=None):
                    help="Atari, pipeline: the runs' `learner_thread` setting; both: a row for each")
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
+    p.add_argument("--runner-call-steps", default="preset",
+                   help="pipeline: comma-separated env steps per runner call (env_steps_per_runner_call), 'preset' the preset's")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
     p.add_argument("--rounds", type=int, default=3,
                    help="measure the whole table this many times, alternating the rows; print medians (default 3)")
@@ -131,7 +133,9 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
     if "w3" in workloads:
         rows += [("W3",)] + workload_w3(args.steps, runners)
     if "pipeline" in workloads:
-        rows += [("W3's pipeline (kappa = 1)",)] + workload_pipeline(args.steps, runners, learner_threads(args))
+        rows += [("W3's pipeline (kappa = 1)",)] + workload_pipeline(
+            args.steps, runners, learner_threads(args),
+            tuple(int(c) if c != "preset" else None for c in args.runner_call_steps.split(",")))
     if "w2" in workloads:
         rows += [("W2",)] + workload_w2(args.iterations, runners, stock=not args.no_stock)
     if "atari" in workloads:

@@ -253,7 +253,32 @@ def test_overlap_keeps_every_count_and_target_copy_of_the_plain_loop(ray_local, 
     (plain, plain_size, plain_lag), (overlapped, size, lag) = finals
     assert plain == overlapped and plain_size == size == T
     assert plain["env_steps"] == T and plain["theta_updates"] > 0 and plain["phi_updates"] > 0
-    assert plain_lag == 24 and lag == 48
+    assert plain_lag == 24 * runners and lag == 48 * runners  # a chunk: one call of 24 env steps from each runner
+
+
+def test_a_chunk_is_one_call_of_every_remote_runner_and_the_schedule_is_the_local_runs(ray_local):
+    """issue 63: with N remote EnvRunners a chunk is `env_steps_per_runner_call` env steps from each (it was that many
+    split over the N, so each runner's call, and the driver's per-chunk work, paid for 1/N of the env steps). The
+    schedule does not see the chunk: 2 runners x 24 env steps reach T with the counts and target copies of one local
+    runner sampling 48 at a time, and of 8 at a time (the update schedule's fragment)."""
+    finals, sizes = [], []
+    for runners, call in ((2, 24), (0, 48), (0, 8)):
+        algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=runners)
+                .training(env_steps_per_runner_call=call).build_algo())
+        original = algo._improvement_step
+
+        def recording(max_steps, original=original, runners=runners):
+            steps = original(max_steps)
+            if runners:
+                sizes.append(steps)
+            return steps
+
+        algo._improvement_step = recording
+        assert algo._chunk_size() == (48 if call != 8 else 8)
+        finals.append(final_counts(algo, train_to_done(algo))[:2])
+        algo.stop()
+    assert finals[0] == finals[1] == finals[2] and finals[0][0]["env_steps"] == T
+    assert max(sizes) == 48 and sizes.count(48) > len(sizes) // 2  # (shorter only at a phase's or a call's end)
 
 
 @pytest.mark.parametrize("config_cls", [KappaPIDQNConfig, KappaVIDQNConfig])

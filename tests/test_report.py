@@ -1064,3 +1064,42 @@ def test_every_table_and_figure_counts_a_trial_once(tmp_path):
     assert grid[kappas.index(0.68), 0] == pytest.approx(1700) and base_mean == pytest.approx(1100)
     best, baseline = adaptive._fixed_cells(runs, next(r for r in runs if r.kappa == 0.68))
     assert (best.n, best.mean) == pi[:2] and (baseline.n, baseline.mean) == base[:2]
+
+
+def test_trials_without_a_seed_each_count_and_a_copy_of_one_still_counts_once(tmp_path):
+    """A grid of `num_samples` repeats sets no seed (RLlib's None, read as 0): each trial is its own run, n = 3, and
+    a copy of one of them published in a second folder counts once (the review found every such trial merged into
+    one, n = 1, the interval lost)."""
+    import shutil
+
+    from kappa_rllib.report import data
+    from kappa_rllib.report.load import load_runs
+
+    root = tmp_path / "grid"
+    for i, score in enumerate((100.0, 200.0, 300.0)):
+        write_trial(root / "a", f"KappaPITRPO_CartPole-v1_{i:05d}", score, env="CartPole-v1", variant="kappa-pi",
+                    kappa=0.5, c_fa=0.2)
+        params = json.loads((root / "a" / f"KappaPITRPO_CartPole-v1_{i:05d}" / "params.json").read_text())
+        params["seed"] = None
+        (root / "a" / f"KappaPITRPO_CartPole-v1_{i:05d}" / "params.json").write_text(json.dumps(params))
+    shutil.copytree(root / "a" / "KappaPITRPO_CartPole-v1_00001", root / "b" / "KappaPITRPO_CartPole-v1_00001")
+    runs = load_runs(root)
+    assert len(runs) == 4 and not any(r.seed_given for r in runs)
+    kept = data.one_per_cell(runs)
+    assert sorted(r.episode_returns[-1] for r in kept) == [100.0, 200.0, 300.0]
+    (table,) = report.build_tables(runs)
+    cells = [cell for _, _, cell in table.every]
+    assert [(c.n, c.mean) for c in cells] == [(3, 200.0)]
+
+
+def test_runs_of_two_families_on_one_seed_are_two_runs():
+    """kappa-PI-TRPO and kappa-PI-PPO at the same env, kappa, C_FA and seed (the small suite's and the adaptive
+    grid's fixed cells in one storage): neither is a copy of the other."""
+    from dataclasses import replace
+
+    from kappa_rllib.report import data
+
+    (trpo,) = _runs("InvertedPendulum-v5", [500.0], variant="kappa-pi", kappa=0.84)
+    ppo = replace(trpo, family="ppo", path=trpo.path + "/ppo")
+    assert data.one_per_cell([trpo, ppo]) == [trpo, ppo]
+    assert data.one_per_cell([trpo, replace(trpo, path=trpo.path + "/copy")]) == [trpo]  # a copy: once

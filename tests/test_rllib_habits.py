@@ -224,3 +224,18 @@ def test_an_observation_space_without_a_default_network_is_refused_at_validate_i
     message = str(refused.value)
     assert "\n" not in message and "'Taxi-v3' has a Discrete(500) observation space" in message, message
     ALGORITHMS[name]().environment("CartPole-v1").validate()  # a Box: no word
+
+
+def test_a_connector_that_flattens_the_observation_is_not_refused_on_rllibs_env_runner():
+    """kappa-PPO / kappa-APPO sample on RLlib's EnvRunner, whose env-to-module connectors run: RLlib's
+    FlattenObservations one-hots Taxi's Discrete(500) for the module, so validate() takes it (the review found it
+    refused). kappa-DQN's and TRPO's raw-transition EnvRunner runs no connector: still refused there."""
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+
+    def flatten(env=None, spaces=None, device=None):
+        return FlattenObservations()
+
+    for name in ("kappa-PI-PPO", "kappa-VI-APPO"):
+        ALGORITHMS[name]().environment("Taxi-v3").env_runners(env_to_module_connector=flatten).validate()
+    with pytest.raises(ValueError, match="Discrete\\(500\\) observation space"):
+        ALGORITHMS["kappa-PI-DQN"]().environment("Taxi-v3").env_runners(env_to_module_connector=flatten).validate()

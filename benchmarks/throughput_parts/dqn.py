@@ -103,7 +103,8 @@ def workload_w3(steps: int, env_runners: list[int]) -> list[tuple]:
 LEARNER_ALONE = "kappa = 1's learner alone, idle machine"
 
 
-def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple = (False,)) -> list[tuple]:
+def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple = (False,),
+                      call_steps: tuple = (None,)) -> list[tuple]:
     """W3 (MinAtar Breakout, kappa = 1, the MinAtar preset) taken apart, per remote EnvRunner count N, rates after
     the learning start (`timed_run`):
 
@@ -115,38 +116,49 @@ def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple
       nothing else done with the segments: what the runners give when nobody waits on a learner;
     * after the N = first run: its learner alone on an idle machine (`learner_alone_rate`), then the same while
       one process spins on a core (as a remote runner does during the run): on a 2-core machine the gradient step
-      itself slows while a runner samples."""
+      itself slows while a runner samples.
+
+    `call_steps`: the env steps each runner samples per call (`env_steps_per_runner_call`; a chunk is one call of
+    every runner) the runs are measured at; None is the preset's. The call's size sets the per-call costs' share of
+    each env step, and the policy lag (each row says its bound)."""
     rows = Rows()
     for runners in env_runners:
         ceiling = runners == env_runners[0]
-        for thread in learner_threads if runners else (False,):  # (the thread needs remote runners)
-            if thread:
-                rate, result, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners)
-                                               .training(learner_thread=True))
-                algo.stop()
-                rows.append((f"kappa = 1, {runners} remote EnvRunner(s): the run, learner thread", rate, "DQN", 0,
-                             "base: the learner alone, idle machine", LEARNER_ALONE))
-        rate, result, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners))
-        rows.append((f"kappa = 1, {runners} remote EnvRunner(s): the run", rate, "DQN", 0,
-                     f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; base: the learner "
-                     "alone, idle machine", LEARNER_ALONE))
-        if ceiling:
-            rows.append((LEARNER_ALONE, learner_alone_rate(algo, 20), "DQN", 0,
-                         "typed calls of 64 updates, replay draws included"))
-            with busy_core():
-                rows.append(("kappa = 1's learner alone, one core kept busy", learner_alone_rate(algo, 20), "DQN", 0,
-                             "as during a run with a remote runner", LEARNER_ALONE))
-        algo.stop()
-        rate, _, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners), nothing_learnt=True)
-        nothing = f"kappa = 1, {runners} remote EnvRunner(s): nothing learnt"
-        if runners:
-            alone = f"{runners} remote EnvRunner(s) sampling alone"
-            rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0,
-                         f"chunks of {algo.config.env_steps_per_runner_call} env steps"))
-            rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling; base: the runners alone", alone))
-        else:
-            rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling"))
-        algo.stop()
+        for chunk in call_steps:
+            def config(chunk=chunk, runners=runners):
+                made = preset_config("pi", 1.0, W3["env"], steps, runners=runners)
+                return made.training(env_steps_per_runner_call=chunk) if chunk else made
+
+            size = f", calls of {chunk}" if chunk else ""
+            for thread in learner_threads if runners else (False,):  # (the thread needs remote runners)
+                if thread:
+                    rate, result, algo = timed_run(config().training(learner_thread=True))
+                    algo.stop()
+                    rows.append((f"kappa = 1, {runners} remote EnvRunner(s){size}: the run, learner thread", rate,
+                                 "DQN", 0, f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; "
+                                 "base: the learner alone, idle machine", LEARNER_ALONE))
+            rate, result, algo = timed_run(config())
+            rows.append((f"kappa = 1, {runners} remote EnvRunner(s){size}: the run", rate, "DQN", 0,
+                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; base: the learner "
+                         "alone, idle machine", LEARNER_ALONE))
+            if ceiling:
+                rows.append((LEARNER_ALONE, learner_alone_rate(algo, 20), "DQN", 0,
+                             "typed calls of 64 updates, replay draws included"))
+                with busy_core():
+                    rows.append(("kappa = 1's learner alone, one core kept busy", learner_alone_rate(algo, 20), "DQN",
+                                 0, "as during a run with a remote runner", LEARNER_ALONE))
+                ceiling = False
+            algo.stop()
+            rate, _, algo = timed_run(config(), nothing_learnt=True)
+            nothing = f"kappa = 1, {runners} remote EnvRunner(s){size}: nothing learnt"
+            if runners:
+                alone = f"{runners} remote EnvRunner(s) sampling alone{size}"
+                rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0,
+                             f"chunks of {algo._chunk_size()} env steps"))
+                rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling; base: the runners alone", alone))
+            else:
+                rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling"))
+            algo.stop()
     return rows
 
 
@@ -175,11 +187,11 @@ def timed_run(config, nothing_learnt: bool = False):
 
 
 def runners_alone_rate(algo, steps: int) -> float:
-    """Env steps/s of the algorithm's remote EnvRunners sampling chunks of `env_steps_per_runner_call` env steps,
-    split across them as the run splits them, back to back, nothing else done: `steps` env steps in all."""
+    """Env steps/s of the algorithm's remote EnvRunners sampling the run's chunks (`env_steps_per_runner_call` from
+    each), split across them as the run splits them, back to back, nothing else done: `steps` env steps in all."""
     from kappa_rllib.algorithms.sampling import _env_steps
 
-    sampler, chunk = algo.sampler, algo.config.env_steps_per_runner_call
+    sampler, chunk = algo.sampler, algo._chunk_size()
     sampler.sample(chunk)  # warm-up
     done, start = 0, time.perf_counter()
     while done < steps:

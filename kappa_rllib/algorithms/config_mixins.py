@@ -105,11 +105,17 @@ class TwoStageValidationMixin:
     def check_observation_space(self) -> None:
         """RLlib's default networks read a `Box` observation only (its catalog raises "No default encoder config"
         as the algorithm is built, a traceback from the CLI): said at `validate()` instead, naming the env, unless
-        the config brings its own RLModule."""
+        the config brings its own RLModule, or (kappa-PPO / kappa-APPO, on RLlib's EnvRunner) env-to-module
+        connectors that may turn the observation into one (RLlib's `FlattenObservations`). kappa-DQN and the TRPO
+        family sample with `RawTransitionEnvRunner`, which runs none."""
         import gymnasium as gym
 
         if not isinstance(self.env, str) or _own_module(getattr(self, "_rl_module_spec", None)):
             return
+        from kappa_rllib.env_runner import RawTransitionEnvRunner
+
+        if self.env_runner_cls is not RawTransitionEnvRunner and getattr(self, "_env_to_module_connector", None):
+            return  # RLlib's EnvRunner runs its env-to-module connectors (FlattenObservations gives the module a Box)
         space = envs.spaces_of(self.env, self.env_config)[0]
         if not isinstance(space, gym.spaces.Box):
             raise ValueError(f"env {self.env!r} has a {space} observation space: RLlib's default networks need a Box; "

@@ -41,7 +41,7 @@ class Run:
     naive: bool
     gamma: float
     lambda_: float | None  # GAE's lambda (plain TRPO: 1.0)
-    seed: int
+    seed: int  # 0 where the trial set none (seed_given False)
     episode_returns: list
     steps: np.ndarray  # env steps at each report
     curve: np.ndarray  # RLlib's smoothed episode_return_mean at each report
@@ -52,6 +52,7 @@ class Run:
     # the library versions it ran with, one per distinct set its stretches reported (kappa_rllib.versions);
     # () for a trial from before they were recorded
     versions: tuple = ()
+    seed_given: bool = True  # its config set a seed (False: RLlib's None, read as 0; e.g. num_samples repeats)
     # RLlib's periodic evaluation (evaluation/env_runners/episode_return_mean) at each report, nan before
     # the first; None if the run was not evaluated
     eval_curve: np.ndarray | None = None
@@ -173,15 +174,23 @@ def cell_of(run: Run) -> tuple:
     return run.env, run.gamma, run.variant + (" naive" if run.naive else ""), run.c_fa, run.kappa
 
 
+def _trial_key(run: Run):
+    """What tells a cell's trials apart: the seed where the trial set one; else its folder's name (trials without a
+    seed, as a grid's `num_samples` repeats make, are all different; a copy of one published twice keeps its name)."""
+    from pathlib import Path
+
+    return run.seed if run.seed_given else ("trial", Path(run.path).name)
+
+
 def one_per_cell(runs: list[Run]) -> list[Run]:
-    """`runs` with one run per seed of each cell (cell_of), in their order: a trial published twice (load_runs
+    """`runs` with one run per seed of each cell (cell_of, within its family), in their order: a trial published twice (load_runs
     reads every result.json under the root, copies included) and a kappa variant's run at kappa = 1 on a seed TRPO
     (DQN) also ran count once, TRPO's run first. Every table and figure reads its cells from this, so each agrees
     on a cell's n and mean."""
     ranked = sorted(range(len(runs)), key=lambda i: (baseline_rank(runs[i]) if runs[i].is_baseline else 0, i))
     seen, kept = set(), set()
     for i in ranked:
-        key = (cell_of(runs[i]), runs[i].seed)
+        key = (runs[i].family, cell_of(runs[i]), _trial_key(runs[i]))
         if key not in seen:
             seen.add(key)
             kept.add(i)

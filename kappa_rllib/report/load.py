@@ -84,6 +84,7 @@ def _load_run(params_file: Path, result_file: Path) -> Run | None:
         gamma=float(params.get("gamma", 0.99)),
         lambda_=lambda_,
         seed=int(params.get("seed") or 0),
+        seed_given=params.get("seed") is not None,
         episode_returns=[float(r) for r in episode_returns],
         episode_steps=np.asarray(episode_steps, dtype=float),
         steps=np.asarray(steps, dtype=float),

@@ -85,7 +85,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         return self.config.env_steps_per_iteration
 
     def _improvement_step(self, max_steps: int) -> int:
-        """Sample a chunk of <= env_steps_per_runner_call env steps (one set of acting weights), store
+        """Sample a chunk of <= `_chunk_size()` env steps (one set of acting weights), store
         it, then the updates it pays for in one fused learner call, then one weight sync.
 
         Updates and Q'_theta copies are counted per fragment of env_steps_per_fragment env steps,
@@ -94,7 +94,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         (`_spans_iterations`): then it spans them, and its learner call holds their updates in order.
         """
         cfg = self.config
-        n = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps)
+        n = min(self._chunk_size(), self._chunk_bound(), max_steps)
         prefetched = self.sampler.in_flight is not None
         with self.metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             if prefetched:  # sampled while the previous chunk's updates ran
@@ -113,7 +113,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         lag = steps + (self._last_chunk_steps if prefetched else 0)
         self.counters["max_policy_lag_env_steps"] = max(self.counters["max_policy_lag_env_steps"], lag)
         self._last_chunk_steps = steps
-        n_next = min(cfg.env_steps_per_runner_call, self._chunk_bound(), max_steps - steps)
+        n_next = min(self._chunk_size(), self._chunk_bound(), max_steps - steps)
         threaded = self._threaded_learner()
         if threaded:
             # this chunk's minibatches, drawn now (the replay holds the chunks up to this one, as in the serial
@@ -135,6 +135,14 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
                 self.sampler.sync()
         return steps
+
+    def _chunk_size(self) -> int:
+        """Env steps a chunk holds: `env_steps_per_runner_call` from each remote EnvRunner (the configured count, so
+        a chunk keeps its size while a lost runner's share is sampled again by the others), or from the local one.
+        Each runner's call pays the same per-call costs whatever the chunk (a Ray round trip, the weights it acts
+        with, the driver's replay add, draw and weight publish per chunk): split over N runners, a fixed chunk paid
+        them N times for the same env steps (docs/measured.md, W3's pipeline)."""
+        return self.config.env_steps_per_runner_call * max(1, self.config.num_env_runners)
 
     # ----- the learner thread (`learner_thread`): gradient steps beside the next chunk's collection
     def _threaded_learner(self) -> bool:

@@ -61,7 +61,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         self.dueling = False
         self.grad_clip = 10.0
         self.td_error_loss_fn = "huber"
-        # Env steps per EnvRunner call, acted with one set of weights: the policy lag's bound.
+        # Env steps each EnvRunner samples per call, acted with one set of weights; a chunk is one call of every
+        # remote EnvRunner (this x num_env_runners env steps): the policy lag's bound.
         self.env_steps_per_runner_call = 64
         # The update schedule's fragment: updates paid for and a due Q'_theta copy are counted at the
         # end of each fragment of this many env steps, as if EnvRunners sampled one fragment at a time
@@ -69,7 +70,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         self.env_steps_per_fragment = DEFAULT_FRAGMENT
         self.updates_per_learner_call = 64  # gradient steps fused into one learner call (at most)
         # With remote EnvRunners: sample the next chunk while the learner updates on this one
-        # (policy lag <= 2 x env_steps_per_runner_call).
+        # (policy lag <= 2 chunks: 2 x env_steps_per_runner_call x num_env_runners).
         self.overlap_sampling = True
         # With overlap_sampling: the gradient steps on a thread of their own, so that collecting the next
         # chunk, adding it to the replay and drawing its minibatches overlap them (the same updates, order,
@@ -111,12 +112,13 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                 sampled one fragment at a time (RLlib DQN's `rollout_fragment_length` role; that setting,
                 this one's older name, is still taken, with a DeprecationWarning).
             env_steps_per_iteration: Env steps per `Algorithm.train()` call (one result row).
-            env_steps_per_runner_call: Env steps per EnvRunner call, acted with one set of weights: the
-                policy lag's bound. (`env_steps_per_sample`, its older name, is accepted with a
-                DeprecationWarning.)
+            env_steps_per_runner_call: Env steps each EnvRunner samples per call, acted with one set of weights.
+                A chunk is one call of every remote EnvRunner (this x `num_env_runners` env steps; with none,
+                of the local one), and its updates follow it: the policy lag's bound. (`env_steps_per_sample`,
+                its older name, is accepted with a DeprecationWarning.)
             updates_per_learner_call: Gradient updates fused into one learner call (at most).
             overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates
-                on this one (policy lag <= 2 x env_steps_per_runner_call).
+                on this one (policy lag <= 2 chunks).
             learner_thread: With `overlap_sampling`, run the gradient steps on a thread of their own: the next
                 chunk is collected, added to the replay and its minibatches drawn while they run. The same
                 updates in the same order on the same minibatches, the same acting weights: results are
