@@ -114,7 +114,8 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
     assert results[-1]["kappa"]["env_steps"] == 2000
     assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 2000
     assert len(algo.local_replay_buffer) == 2000
-    assert 32 < results[-1]["kappa"]["max_policy_lag_env_steps"] <= 64
+    # a chunk: 32 env steps from each of the 2 runners; overlapped, the acting weights are up to 2 chunks old
+    assert 64 < results[-1]["kappa"]["max_policy_lag_env_steps"] <= 128
     algo.stop()
 
 
