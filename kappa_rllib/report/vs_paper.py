@@ -55,6 +55,11 @@ class Panel:
     family: str | None = None  # "trpo": the paper's cells are MuJoCo v2's (its Table 2); "dqn": Atari's (Table 1)
 
 
+# A seed's dot, in points squared: ~5 px across on screen where the desktop drawing is shown at half its size
+# (the results page's column), opaque enough to read over the paper's band.
+SEED_DOT_PT2 = 24
+
+
 def _every(t: EnvTable, name: str, param: float) -> Cell | None:
     return next((cell for n, p, cell in t.every if n == name and p == param and cell.n), None)
 
@@ -155,7 +160,8 @@ def vs_paper_figure(panels: list[Panel], narrow: bool = False):
                                  linewidth=0, gid=f"paper band|{tag}")
                 ax.plot([mean], [y], "D", mfc="none", mec=PAPER_COLOR, mew=1.4, ms=7, gid=f"paper|{tag}")
             offsets = np.linspace(-0.18, 0.18, e.cell.n) if e.cell.n > 1 else np.zeros(1)
-            ax.scatter(e.cell.scores, y + offsets, s=10, color=HERE_COLOR, alpha=0.5, linewidths=0, gid=f"seeds|{tag}")
+            ax.scatter(e.cell.scores, y + offsets, s=SEED_DOT_PT2, color=HERE_COLOR, alpha=0.75, linewidths=0,
+                       gid=f"seeds|{tag}")
             ci = e.cell.ci if np.isfinite(e.cell.ci) else 0.0
             bar = ax.errorbar([e.cell.mean], [y], xerr=[[ci], [ci]], fmt="o", color="black", ms=4, capsize=3,
                               elinewidth=1.5)
@@ -166,7 +172,7 @@ def vs_paper_figure(panels: list[Panel], narrow: bool = False):
         ax.set_xlabel("score", fontsize=LABEL_FONT_PT)
         ax.tick_params(labelsize=TICK_FONT_PT)
         ax.grid(axis="x", alpha=0.3)
-    handles = [plt.Line2D([], [], ls="none", marker="o", color=HERE_COLOR, alpha=0.5, ms=4, label="here: a seed"),
+    handles = [plt.Line2D([], [], ls="none", marker="o", color=HERE_COLOR, alpha=0.75, ms=5, label="here: a seed"),
                plt.Line2D([], [], ls="-", marker="o", color="black", ms=4, label="here: mean, Student-t 95% CI"),
                plt.Line2D([], [], ls="none", marker="D", mfc="none", mec=PAPER_COLOR, ms=7, label="paper: mean"),
                plt.matplotlib.patches.Patch(color=PAPER_COLOR, alpha=0.18, label=paper_band_label(panels))]
