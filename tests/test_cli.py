@@ -365,6 +365,23 @@ def test_the_file_view_says_the_env_steps_done_and_the_time_left_at_the_pace_of_
     assert quiet.view().splitlines()[0].endswith(": 1 running, 0 pending, 1 done, 1 failed")
 
 
+def test_a_resumed_trial_waiting_for_its_turn_counts_the_env_steps_it_had_reached():
+    """A --resume's view counted a stored trial that had not started again yet as 0 env steps (HumanoidStandup:
+    two trials at 1.8M of 2M each read "0 of 10.00M"), so the line's total and its time left were wrong until it
+    ran. It now reads the trial's last result as Tune restored it."""
+    from types import SimpleNamespace
+
+    from kappa_rllib.tuning.progress import FileProgress
+
+    view = FileProgress("f", interval_s=0.0, out=lambda line: None, eta=True, clock=lambda: 0.0)
+    grid = view.callback("g", num_trials=2, total_env_steps=2_000_000)
+    grid.trials = [SimpleNamespace(trial_id=f"t{i}", status="PENDING", evaluated_params={"seed": i}, error_file=None,
+                                   config={"total_env_steps": 2_000_000},
+                                   last_result={"env_runners": {"num_env_steps_sampled_lifetime": reached}})
+                   for i, reached in enumerate((1_800_000, 0))]
+    assert grid.steps() == (1_800_000, 4_000_000, 2_200_000)  # (before: 0 done, 4,000,000 left)
+
+
 def test_run_folders_from_python_create_trim_and_read_back(tmp_path):
     from kappa_rllib import KappaPIDQNConfig, runs
 

@@ -133,10 +133,20 @@ class GridProgress(Callback):
         total = sum(steps for _, steps in made) + unmade * (self.total_env_steps or 0)
         done, left = 0.0, unmade * (self.total_env_steps or 0)
         for t, steps in made:
-            reached = steps if t.status == "TERMINATED" else min(self.latest.get(t.trial_id, {}).get("env_steps", 0), steps)
+            reached = steps if t.status == "TERMINATED" else min(self._reached(t), steps)
             done += reached
             left += 0 if t.status in ("TERMINATED", "ERROR") else steps - reached
         return done, total, left
+
+    def _reached(self, trial) -> int:
+        """The env steps a trial has reached: its last result this run, else (a resumed trial waiting for its turn)
+        the last result Tune restored with it, so a resumed grid's line counts what its stored trials did."""
+        latest = self.latest.get(trial.trial_id)
+        if latest is not None:
+            return latest["env_steps"]
+        last = getattr(trial, "last_result", None) or {}
+        runners = last.get("env_runners", {}) if isinstance(last, dict) else {}
+        return int((runners or {}).get("num_env_steps_sampled_lifetime", 0) or 0)
 
     def mean_return(self) -> float:
         returns = [v["return"] for v in list(self.latest.values())
