@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -144,10 +145,11 @@ def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
 PEEK = textwrap.dedent("""\
     import fcntl, os, sys, time
     fd = os.open(os.path.join(sys.argv[1], ".kappa_rllib_driver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_SH)  # what busy.holder's peek holds, here for longer
+    fcntl.flock(fd, fcntl.LOCK_SH)  # what busy.holder's peek holds, here until told to let go
     print("peeking", flush=True)
-    time.sleep(float(sys.argv[2]))
+    sys.stdin.readline()
     os.close(fd)
+    print("let go", flush=True)
     time.sleep(60)
     """)
 
@@ -161,13 +163,21 @@ def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused
     folder = tmp_path / "grid"
     folder.mkdir()
     callback = busy.hold(str(folder), "g")  # (made first: it imports Ray Tune, seconds on a busy machine)
-    peek = subprocess.Popen([sys.executable, "-c", PEEK, str(folder), "0.3"], stdout=subprocess.PIPE, text=True)
+    peek = subprocess.Popen([sys.executable, "-c", PEEK, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
     try:
         assert peek.stdout.readline().strip() == "peeking"
-        started = time.monotonic()
+
+        def let_go():  # the peek lets go while the run's setup is trying (the peek holds until then, however slow)
+            time.sleep(0.2)
+            peek.stdin.write("\n")
+            peek.stdin.flush()
+
+        letting_go = threading.Thread(target=let_go)
+        letting_go.start()
         callback.setup()  # (before: GridBusy "grid 'g' is being run by another driver (another process)")
-        waited = time.monotonic() - started
-        assert callback.fd is not None and 0.1 < waited < busy.PEEK_S + 0.5, waited
+        letting_go.join()
+        assert callback.fd is not None and peek.stdout.readline().strip() == "let go"
         callback.release()
     finally:
         peek.kill()
@@ -177,7 +187,7 @@ def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused
         started = time.monotonic()
         with pytest.raises(busy.GridBusy, match=f"pid {process.pid},"):
             busy.hold(str(folder), "g").setup()
-        assert time.monotonic() - started < 0.5  # a run's lock is not waited on as a peek's is
+        assert time.monotonic() - started < busy.PEEK_S  # a run's lock is not waited on as a peek's is
     finally:
         process.kill()
         process.wait()
