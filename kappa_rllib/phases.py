@@ -92,6 +92,12 @@ class KappaPhaseMachine:
             return 0
         return max(0, self._iteration_end(self.iteration) - self.units)
 
+    def units_in_next_improvement(self) -> int:
+        """In an evaluation phase: the units of the improvement phase that follows it (the next iteration's)."""
+        if self.phase != EVALUATION:
+            raise RuntimeError(f"the {self.phase} phase is followed by no improvement phase known now")
+        return self._iteration_end(self.iteration + 1) - self.units
+
     def updates_left_in_phase(self) -> int:
         """Evaluation-phase gradient steps still to do (0 outside that phase)."""
         if self.phase != EVALUATION:

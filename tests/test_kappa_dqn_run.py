@@ -306,6 +306,38 @@ def test_the_learner_thread_makes_the_serial_runs_updates_exactly(ray_local, con
     assert returns == returns_t and len(returns) > 10
 
 
+@pytest.mark.parametrize("thread", [False, True], ids=["serial", "learner thread"])
+def test_kappa_pi_samples_the_next_improvement_during_its_evaluation_exactly(ray_local, monkeypatch, thread):
+    """issue 63: kappa-PI's evaluation phase trains Q_phi only, so with overlap the remote runner samples the next
+    improvement phase's first chunk meanwhile (`_sample_next_improvement`). Against the same run that samples it
+    after the evaluation: every count, the same Q_theta and Q_phi weights to the bit, the same episodes, the same
+    policy lag, at T; and each evaluation phase but none had a chunk sampled during it."""
+    from kappa_rllib.algorithms.kappa_dqn.kappa_dqn import KappaDQN
+
+    runs = []
+    for during in (False, True):
+        if not during:
+            monkeypatch.setattr(KappaDQN, "_sample_next_improvement", lambda self, units_left: None)
+        else:
+            monkeypatch.undo()
+        algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
+                .training(env_steps_per_runner_call=24, learner_thread=thread).build_algo())
+        returns, result, evaluations = [], {}, 0
+        while not result.get("done"):
+            result = algo.train()
+            returns += list(result["env_runners"].get("episode_returns", []))
+        runs.append((final_counts(algo, result), module_weights(algo, DEFAULT_MODULE_ID),
+                     module_weights(algo, PHI_MODULE_ID), returns, result["kappa"]["chunks_sampled_in_evaluation"],
+                     result["kappa"]["iteration"]))
+        algo.stop()
+    (counts, theta, phi, returns, during_0, _), (counts_d, theta_d, phi_d, returns_d, during_1, iterations) = runs
+    assert counts == counts_d and counts[0]["phi_updates"] > 0
+    assert during_0 == 0 and during_1 == iterations - 1 > 1  # every evaluation phase (none after the last iteration)
+    assert theta.keys() == theta_d.keys() and all(np.array_equal(theta[k], theta_d[k]) for k in theta)
+    assert all(np.array_equal(phi[k], phi_d[k]) for k in phi)
+    assert returns == returns_d and len(returns) > 10
+
+
 # ----- the naive schedule (N_kappa = T, T_kappa = 1): chunks that span kappa-iterations
 NAIVE_T, NAIVE_START, NAIVE_SYNC = 300, 21, 40  # phi's target period: 40 // 4 = 10 phi updates
 

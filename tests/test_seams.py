@@ -256,6 +256,106 @@ def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_
 
 
 
+
+# the kept-up cluster's kill schedules: two in CI; KAPPA_KEPT_UP_SEEDS=... runs others, and replays a failing one
+KEPT_UP_SEEDS = [int(seed) for seed in (os.environ.get("KAPPA_KEPT_UP_SEEDS") or "6,23").split(",") if seed.strip()]
+
+
+def staged_ends_not_stored(ray_tmp: Path, storage: Path) -> set[Path]:
+    """The trials' rows in drivers' staging folders (under the cluster's Ray temp dir) that end in `done` while their
+    rows on storage do not yet: a driver killed then leaves the only copy of a finished trial's last rows in staging."""
+    return {staged for staged in ray_tmp.rglob("driver_artifacts/*/result.json") if _ends_done(staged) and not any(
+        _ends_done(stored) for stored in storage.glob(f"*/*/{staged.parent.name}/result.json"))}
+
+
+def _ends_done(result: Path) -> bool:
+    try:
+        lines = result.read_text().strip().splitlines()
+        return bool(lines) and bool(json.loads(lines[-1]).get("done"))
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.mark.learning
+@pytest.mark.xdist_group("clusters")
+@pytest.mark.parametrize("seed", KEPT_UP_SEEDS)
+def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_trial_once(tmp_path, seed):
+    """The resume invariant as a property on a cluster that stays up (issue 64: a Ray Client or `ray job submit`
+    driver that dies, then `--resume`): a `ray start` head of 2 CPUs on loopback, a file of three grids of two
+    trials; the driver alone SIGKILLed three times and resumed each time on the same cluster, then resumed to the
+    end. The cluster keeps each killed driver's staging folder, with rows never copied onto storage and trial folders
+    Tune's last saved state does not know. A schedule (drawn from `seed`) sets Tune's state-save period (its own, 30
+    s or 3600 s, which widen those windows), how often trials checkpoint (each iteration, every second, at the end
+    only: Tune also saves its state every 2 checkpoints of a trial, the number kept), and each kill's moment: 5-25 s
+    after the run starts (the grid takes ~30 s), or as soon as a trial's staged rows end in `done` while storage's
+    do not (`staged_ends_not_stored`). Then: every trial stored once (no second folder of one trial), its rows
+    1..T once each in its last timeline, its `done` row on storage, and `report` reads each seed once. On the code
+    before the staged rows were merged (4a7cd92^) seeds 6, 2, 23 and 10 failed: "4 row(s) the killed driver wrote but
+    never copied onto storage dropped ... kept as finished, those rows missing", a grid short of a trial.
+    KAPPA_KEPT_UP_SEEDS=<seed> replays a schedule (the moments; what each kill hits also depends on the machine)."""
+    import secrets
+
+    from nodes import free_port, listening
+
+    from kappa_rllib.report.load import load_runs
+
+    rng = random.Random(seed)
+    port, ray_tmp = free_port(), Path(f"/tmp/ku{os.getpid()}{seed}")
+    period, every = rng.choice([None, "30", "3600"]), rng.choice([0, 1, 2])
+    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
+                      **({"TUNE_GLOBAL_CHECKPOINT_S": period} if period else {}))
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
+                             f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    schedule = [f"Tune's state saved {f'every {period} s' if period else 'at its own period'}, a checkpoint "
+                + (f"every {every} iteration(s)" if every else "at the end only")]
+    storage = tmp_path / "results"
+    try:
+        deadline = time.time() + 60
+        while not listening(port):
+            assert time.time() < deadline, "the head did not start"
+            time.sleep(0.5)
+        file = seam_file(tmp_path, seeds=2)
+        args = [*CLI, "tune", str(file), "--storage", str(storage), "--max-concurrent", "2", "--checkpoint-every",
+                str(every), "--address", f"127.0.0.1:{port}"]
+        for attempt in range(3):
+            log = tmp_path / f"run{attempt + 1}.log"
+            with open(log, "w") as out:
+                proc = subprocess.Popen([*args, *(["--resume"] if attempt else [])], cwd=ROOT, env=env,
+                                        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            at_an_end, moment, started = rng.random() < 0.5, rng.uniform(5, 25), time.monotonic()
+            before = staged_ends_not_stored(ray_tmp, storage) if at_an_end else set()
+            while proc.poll() is None and time.monotonic() - started < (45 if at_an_end else moment):
+                if at_an_end and staged_ends_not_stored(ray_tmp, storage) - before:  # a trial's end, in this run
+                    break
+                time.sleep(0.1)
+            took = time.monotonic() - started
+            if proc.poll() is not None:
+                schedule.append(f"run {attempt + 1} ended by itself at {took:.1f} s, exit {proc.returncode}")
+                assert proc.returncode == 0, (schedule, log.read_text()[-3000:])
+                continue
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver alone: the cluster, its staging folders, stay
+            proc.wait(timeout=30)
+            schedule.append(f"run {attempt + 1}'s driver killed at {took:.1f} s"
+                            + (" (a trial's end staged, not stored)" if at_an_end and took < 45 else ""))
+        out = run([*args, "--resume"], env)
+        replay = f"kill schedule seed {seed} ({'; '.join(schedule)}): KAPPA_KEPT_UP_SEEDS={seed} replays it"
+        print(replay)
+        assert any("killed" in moment for moment in schedule), f"{replay}: no driver was killed"
+        assert out.returncode == 0, (replay, (out.stdout + out.stderr)[-3000:])
+        try:
+            check_invariants(storage / "seams", trials_per_grid=2)
+            seeds = sorted((Path(run_.path).relative_to(storage / "seams").parts[0], run_.done, run_.seed)
+                           for run_ in load_runs(storage / "seams"))
+            assert seeds == sorted((grid, True, s) for grid in GRIDS for s in (0, 1)), seeds
+        except AssertionError as e:
+            raise AssertionError(f"{replay}; the last resume said:\n{out.stderr[-2000:]}") from e
+    finally:
+        kill_all(head, ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
 @pytest.mark.learning
 def test_wandb_rows_a_killed_driver_lost_are_logged_again_by_resume(tmp_path):
     """W&B's writer holds a run's rows in memory: a driver killed after its trial's second checkpoint leaves

@@ -365,8 +365,10 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
     docs/, are each shown once at each width, the wide drawing on a desktop and the narrow one on a phone, and
     their smallest text (SMALLEST_FONT_PT at PLOT_DPI, scaled to the width shown) is >= 9 px high on both (a
     two-column drawing on a phone: ~5 px). A figure drawn in one width only is never shown on a phone, and is
-    legible where it is shown (issue 67: MinAtar's and the small suite's 600 px drawings had ~4-6 px legends)."""
-    from kappa_rllib.report import plots
+    legible where it is shown (issue 67: MinAtar's and the small suite's 600 px drawings had ~4-6 px legends). The
+    lead figure against the paper reads at a glance on a desktop: its smallest text >= 11 px, a seed's dot >= 6 px
+    across (drawn 9 in wide with 9 pt type and shown at 0.51x, they were 9.6 and 5.2 px)."""
+    from kappa_rllib.report import plots, vs_paper
 
     def two_widths(figure: dict) -> bool:
         wide = ROOT / "docs" / figure["path"].lstrip("/").removesuffix("_narrow.png").removesuffix(".png")
@@ -395,6 +397,12 @@ def test_the_figures_drawn_in_two_widths_read_on_a_phone_and_on_a_desktop(shown)
             text_px = plots.SMALLEST_FONT_PT * plots.PLOT_DPI / 72 * f["shown"] / f["natural"]
             if text_px < 9:
                 problems.append(f"{page} at {width}: {f['src']}'s smallest text {text_px:.1f} px high")
+            if f["src"].startswith("vs_paper") and width == "desktop":  # the lead figure: read at a glance
+                scale = plots.PLOT_DPI / 72 * f["shown"] / f["natural"]
+                text_px, dot_px = vs_paper.SMALLEST_FONT_PT * scale, vs_paper.SEED_DOT_PT2 ** 0.5 * scale
+                if text_px < 11 or dot_px < 6:
+                    problems.append(f"{page} at {width}: the lead figure's smallest text {text_px:.1f} px high "
+                                    f"(11 wanted), a seed's dot {dot_px:.1f} px across (6 wanted)")
     assert sum(len(found["figures"]) for found in shown.values()) > 20
     assert not problems, report(problems)
 

@@ -162,9 +162,33 @@ def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple
     return rows
 
 
-def timed_run(config, nothing_learnt: bool = False):
+def workload_pi_evaluation(steps: int, env_runners: list[int]) -> list[tuple]:
+    """W3 at the MinAtar preset's kappa-PI-DQN, per remote EnvRunner count N (>= 1): the run whose runners sample the
+    next improvement phase's first chunk while the evaluation phase trains Q_phi (`_sample_next_improvement`, the
+    default), against the same run sampling it after the evaluation, the runners idle meanwhile (the method made a
+    no-op on that run's algorithm). The two make the same updates on the same transitions (tests/test_kappa_dqn_run.py::
+    test_kappa_pi_samples_the_next_improvement_during_its_evaluation_exactly). Rates after the learning start."""
+    rows = Rows()
+    for runners in [n for n in env_runners if n > 0]:
+        after = f"kappa-PI-DQN, {runners} remote EnvRunner(s): the next chunk sampled after the evaluation"
+        rate, result, algo = timed_run(preset_config("pi", W3["kappa"], W3["env"], steps, runners=runners),
+                                       sample_in_evaluation=False)
+        algo.stop()
+        rows.append((after, rate, "kappa-PI-DQN", 0,
+                     f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+        rate, result, algo = timed_run(preset_config("pi", W3["kappa"], W3["env"], steps, runners=runners))
+        algo.stop()
+        rows.append((f"kappa-PI-DQN, {runners} remote EnvRunner(s): sampled during the evaluation", rate,
+                     "kappa-PI-DQN", 0, f"{result['kappa']['chunks_sampled_in_evaluation']} chunks sampled during "
+                     f"evaluation phases; policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; "
+                     "base: the same run sampling after", after))
+    return rows
+
+
+def timed_run(config, nothing_learnt: bool = False, sample_in_evaluation: bool = True):
     """(env steps/s after the learning start, last result, the algorithm, still running) of a run to its end.
-    `nothing_learnt`: every learner call draws its minibatches from the replay, then returns (no gradient step)."""
+    `nothing_learnt`: every learner call draws its minibatches from the replay, then returns (no gradient step).
+    `sample_in_evaluation` False: kappa-PI's runners do not sample during its evaluation phases."""
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch  # noqa: F401 (as the run builds it)
 
     from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates
@@ -177,6 +201,8 @@ def timed_run(config, nothing_learnt: bool = False):
                 algo.local_replay_buffer.sample(n * minibatch_size)
 
         algo._learner_call = draw_only
+    if not sample_in_evaluation:
+        algo._sample_next_improvement = lambda units_left: None
     start_steps = config.num_steps_sampled_before_learning_starts
     result, t0, s0 = {}, None, 0
     while not result.get("done"):

@@ -55,8 +55,9 @@ class KappaLoopMixin:
         may return 0 (no batch finished yet) or pass the end (one round brought several batches)."""
         raise NotImplementedError
 
-    def _evaluation_step(self) -> None:
-        """Progress the evaluation phase (only families whose phase machine has one)."""
+    def _evaluation_step(self, units_left: int) -> None:
+        """Progress the evaluation phase (only families whose phase machine has one). `units_left`: the units this
+        `train()` call has left (an evaluation uses none), which the next improvement phase's first step gets."""
         raise NotImplementedError
 
     def _end_improvement(self) -> None:
@@ -76,7 +77,7 @@ class KappaLoopMixin:
         # call that brings unit T also ends the schedule.
         while not self.phases.done and (used < budget or self.phases.improvement_complete()):
             if self.phases.phase == EVALUATION:
-                self._evaluation_step()
+                self._evaluation_step(budget - used)
                 if self.phases.evaluation_complete():
                     self.phases.end_evaluation()
             else:

@@ -29,14 +29,19 @@ import numpy as np
 
 from kappa_rllib.report.data import Cell, Run, _pyplot, is_plain
 from kappa_rllib.report.lower_gamma import gamma_study
-from kappa_rllib.report.plots import (FIGURE_WIDTH_IN, LABEL_FONT_PT, LEGEND_FONT_PT, NARROW_WIDTH_IN, TICK_FONT_PT,
-                                     TITLE_FONT_PT, save_two_widths)
+from kappa_rllib.report.plots import NARROW_WIDTH_IN, save_two_widths
 from kappa_rllib.report.tables import PAPER_C_FA, EnvTable
 
 SHORT = {"kappa-pi": "κ-PI", "kappa-vi": "κ-VI"}
 BASE = {"dqn": "DQN", "trpo": "TRPO", "ppo": "PPO", "appo": "APPO"}
 PAPER_COLOR, HERE_COLOR = "tab:red", "tab:blue"
 ROW_HEIGHT_IN = 0.3
+# The lead figure of the README and the results page. Its desktop drawing is shown in the page's text column (~690
+# px at 1400 px): drawn 7.5 in wide, with type a point larger than the other figures', so that its smallest text
+# reads ~12 px there, not ~9.6 as at plots.FIGURE_WIDTH_IN (9 in) and 9 pt. The phone drawing is NARROW_WIDTH_IN.
+WIDTH_IN = 7.5
+TITLE_FONT_PT, LABEL_FONT_PT, TICK_FONT_PT, LEGEND_FONT_PT = 12, 11, 10, 10
+SMALLEST_FONT_PT = min(TITLE_FONT_PT, LABEL_FONT_PT, TICK_FONT_PT, LEGEND_FONT_PT)
 
 
 @dataclasses.dataclass
@@ -55,9 +60,9 @@ class Panel:
     family: str | None = None  # "trpo": the paper's cells are MuJoCo v2's (its Table 2); "dqn": Atari's (Table 1)
 
 
-# A seed's dot, in points squared: ~5 px across on screen where the desktop drawing is shown at half its size
+# A seed's dot, in points squared: ~6 px across on screen where the desktop drawing is shown at ~0.6 of its size
 # (the results page's column), opaque enough to read over the paper's band.
-SEED_DOT_PT2 = 24
+SEED_DOT_PT2 = 30
 
 
 def _every(t: EnvTable, name: str, param: float) -> Cell | None:
@@ -144,7 +149,7 @@ def vs_paper_figure(panels: list[Panel], narrow: bool = False):
     heights = [max(len(p.entries) for p in panels[r * ncols:(r + 1) * ncols]) * ROW_HEIGHT_IN + 0.9
                for r in range(nrows)]
     legend_in = 0.8 if narrow else 0.45  # (the legend takes two lines, four on a phone)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(NARROW_WIDTH_IN if narrow else FIGURE_WIDTH_IN,
+    fig, axes = plt.subplots(nrows, ncols, figsize=(NARROW_WIDTH_IN if narrow else WIDTH_IN,
                                                     sum(heights) + legend_in + 0.15), squeeze=False,
                              gridspec_kw={"height_ratios": heights})
     for ax in axes.flat[len(panels):]:

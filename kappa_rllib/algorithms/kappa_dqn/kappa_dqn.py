@@ -75,6 +75,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             "last_theta_target_sync": 0,  # env steps at the last Q'_theta <- Q_theta
             "phi_updates_at_last_target_sync": 0,
             "max_policy_lag_env_steps": 0,  # most env steps sampled with one set of acting weights
+            "chunks_sampled_in_evaluation": 0,  # kappa-PI: chunks the runners sampled while Q_phi trained
         }
 
     def _create_local_replay_buffer_if_necessary(self, config):
@@ -173,11 +174,31 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         self._join_learning()
         self._update(self._iteration_end_program())
 
-    def _evaluation_step(self) -> None:
-        """Up to `updates_per_learner_call` Q_phi updates of the evaluation phase, one fused learner call."""
+    def _evaluation_step(self, units_left: int) -> None:
+        """Up to `updates_per_learner_call` Q_phi updates of the evaluation phase, one fused learner call; on its
+        first step the remote EnvRunners start sampling the next improvement phase's first chunk
+        (`_sample_next_improvement`)."""
         self._join_learning()
+        self._sample_next_improvement(units_left)
         self._update(self._evaluation_program(min(self.phases.updates_left_in_phase(),
                                                   self.config.updates_per_learner_call)))
+
+    def _sample_next_improvement(self, units_left: int) -> None:
+        """kappa-PI's evaluation phase trains Q_phi only, on the replay as the improvement left it (Algorithm 5,
+        line 16), while the runners would sit idle: with `overlap_sampling` they sample the next improvement
+        phase's first chunk meanwhile. Exact: the chunk acts with the weights, and from the epsilon schedule's t,
+        that it would act with after the evaluation (Q_theta is frozen in it: no acting weights are published), and
+        it reaches the replay when the improvement step collects it, after the last Q_phi update. The same
+        `train()` call collects it: an evaluation phase runs to its end in the call that starts it, and the
+        improvement step after it gets the units the call has left (`units_left`), the size asked for here."""
+        if (not self.config.overlap_sampling or self.sampler.in_flight is not None
+                or not self.env_runner_group.num_remote_workers() or units_left <= 0):
+            return
+        n = min(self._chunk_size(), self.phases.units_in_next_improvement(), units_left)
+        if n > 0 and self.sampler.submit(n, global_env_steps=self.phases.units):
+            self._last_chunk_steps = 0  # (it acts with the newest Q_theta: its lag is its own env steps)
+            # (.get: a checkpoint from before this counter has none)
+            self.counters["chunks_sampled_in_evaluation"] = self.counters.get("chunks_sampled_in_evaluation", 0) + 1
 
     def _update(self, program: list) -> None:
         """A learner program (learner_program.py), one minibatch per gradient step, in fused learner

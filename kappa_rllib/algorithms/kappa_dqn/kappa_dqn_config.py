@@ -118,7 +118,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                 its older name, is accepted with a DeprecationWarning.)
             updates_per_learner_call: Gradient updates fused into one learner call (at most).
             overlap_sampling: With remote EnvRunners, sample the next chunk while the learner updates
-                on this one (policy lag <= 2 chunks).
+                on this one (policy lag <= 2 chunks); kappa-PI also samples the next improvement phase's first
+                chunk while its evaluation phase trains Q_phi (exact: Q_theta is frozen then).
             learner_thread: With `overlap_sampling`, run the gradient steps on a thread of their own: the next
                 chunk is collected, added to the replay and its minibatches drawn while they run. The same
                 updates in the same order on the same minibatches, the same acting weights: results are
