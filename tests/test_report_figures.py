@@ -247,7 +247,7 @@ def test_the_gamma_study_puts_every_cell_of_a_task_on_the_discount_axis():
         assert [(t.get_ha(), t.get_rotation()) for t in left.get_xticklabels()] == [
             ("center", 0), ("right", 0), ("left", 0)]
         assert [t.get_text() for t in right.get_xticklabels()] == ["0", "0.68", "1"]
-        assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else vs_paper.WIDTH_IN)
+        assert fig.get_figwidth() == (plots.NARROW_WIDTH_IN if narrow else plots.FIGURE_WIDTH_IN)
         (lx, ly), (rx, ry) = (ax.get_position().p0 for ax in (left, right))
         assert (lx == pytest.approx(rx) and ly > ry) if narrow else (rx > lx and ly == pytest.approx(ry))
 
