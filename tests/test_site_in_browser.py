@@ -211,7 +211,7 @@ MEASURE = r"""
   const scrollers = [...content.querySelectorAll("*")].filter(e => scrolls(e) && e.scrollWidth > e.clientWidth + 1)
     .map(e => ({element: name(e), text: e.textContent.trim().slice(0, 60), scrollWidth: e.scrollWidth,
                 clientWidth: e.clientWidth, cue: getComputedStyle(e).backgroundImage.includes("gradient"),
-                python: !!e.closest(".language-python")}));
+                python: !!e.closest(".language-python"), api: !!e.querySelector("tr.doc-section-item > td:nth-child(4)")}));
   // each code block's copy button against the block's text on screen: the characters it covers
   const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
   const copyButtons = [...content.querySelectorAll("pre")].filter(p => p.querySelector("button.md-code__button")).map(p => {
@@ -445,15 +445,20 @@ def test_nothing_is_wider_than_its_box_on_a_desktop(shown):
 def test_what_scrolls_sideways_on_a_phone_shows_that_it_does_and_commands_wrap(shown):
     """On a phone (whose scroll bars show only while a finger moves them), every box wider than it shows (a
     displayed equation, a results table, a Python block) has the edge shadows that say there is more; a command
-    block (bash, console, text) wraps its long lines instead and never scrolls. Before: the algorithms page's
-    losses and every quickstart command stopped mid-line ("arg ma", "--env Cart") with nothing to say so."""
+    block (bash, console, text) wraps its long lines instead and never scrolls; an API page's parameter table reads
+    down the page, a block a parameter (extra.css), never sideways. Before: the algorithms page's losses and every
+    quickstart command stopped mid-line ("arg ma", "--env Cart") with nothing to say so, and each parameter's
+    description was cut at the screen's edge (its table scrolled, 4 columns in 390 px)."""
     problems, seen = [], 0
     for (page, width), found in shown.items():
         if width != "phone":
             continue
         for box in found["scrollers"]:
             seen += 1
-            if box["element"] == "code" and not box["python"]:
+            if box["api"]:
+                problems.append(f"{page}: an API parameter table scrolls ({box['scrollWidth']} px in {box['clientWidth']}): "
+                                f"{box['text']}")
+            elif box["element"] == "code" and not box["python"]:
                 problems.append(f"{page}: a command block scrolls ({box['scrollWidth']} px in {box['clientWidth']}): "
                                 f"{box['text']}")
             elif not box["cue"]:
