@@ -9,6 +9,7 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
     python benchmarks/throughput.py --workload pipeline --steps 25000 --env-runners 0,1,2
     python benchmarks/throughput.py --workload pi-evaluation --steps 25000 --env-runners 1,2
+    python benchmarks/throughput.py --workload local-weights --steps 25000 --env-runners 2
     python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
     python benchmarks/throughput.py --workload atari --steps 50000 --env-runners 2,4 --device cuda --torch-threads 4
     python benchmarks/throughput.py --workload packing --steps 10000 --env-runners 2 --trials-per-gpu 1,2,4 --device cuda
@@ -32,6 +33,8 @@ Pipeline: W3 at kappa = 1 taken apart per remote EnvRunner count: the run, the r
     core kept busy (throughput_parts.dqn.workload_pipeline). Rates after the learning start.
 Pi-evaluation: W3's kappa-PI-DQN with N remote EnvRunners, its runners sampling the next improvement phase's first
     chunk during each evaluation phase (the default) against after it (throughput_parts.dqn.workload_pi_evaluation).
+Local-weights: W3 at kappa = 1 with N remote EnvRunners, the env-less local EnvRunner loading every chunk's weights
+    (as it did) against loading them when read (throughput_parts.dqn.workload_local_weights).
 W3 and Atari also time the kappa = 1 run's learner alone after its run (fused learner calls on its own
     replay, nothing sampled): the rate no sampling layout can beat, only a faster gradient step.
 Packing: `kappa-rllib tune --gpus-per-trial 1/N`'s layout: N kappa-PI-DQN trials of the Atari run above
@@ -60,13 +63,14 @@ import sys
 import torch
 
 from throughput_parts.atari import profile_atari, workload_atari, workload_graphs, workload_packing
-from throughput_parts.dqn import workload_pi_evaluation, workload_pipeline, workload_w1, workload_w3
+from throughput_parts.dqn import (workload_local_weights, workload_pi_evaluation, workload_pipeline, workload_w1,
+                                  workload_w3)
 from throughput_parts.trpo import workload_w2
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, pipeline, pi-evaluation, atari, graphs, packing")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, pipeline, pi-evaluation, local-weights, atari, graphs, packing")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0",
@@ -139,6 +143,8 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
         rows += [("W3's pipeline (kappa = 1)",)] + workload_pipeline(
             args.steps, runners, learner_threads(args),
             tuple(int(c) if c != "preset" else None for c in args.runner_call_steps.split(",")))
+    if "local-weights" in workloads:
+        rows += [("W3's env-less local EnvRunner",)] + workload_local_weights(args.steps, runners)
     if "pi-evaluation" in workloads:
         rows += [("W3's kappa-PI evaluation phase",)] + workload_pi_evaluation(args.steps, runners)
     if "w2" in workloads:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core import COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.utils.metrics import (
     ENV_RUNNER_SAMPLING_TIMER,
     LEARNER_UPDATE_TIMER,
@@ -191,35 +191,37 @@ def test_rollout_fragment_length_still_sets_the_schedule_fragment_with_a_depreca
 
 
 def test_remote_runners_act_with_the_weights_sent_with_each_overlapped_chunk(ray_local):
-    """With a remote EnvRunner and overlap, the chunk sampled during step i's updates acts with the
-    learner's weights as they were when step i began (the weights travel with the sampling
-    request), so every chunk after learning starts acts with weights at most 2 chunks old, and
-    they do change as the learner trains."""
+    """With a remote EnvRunner and overlap, a chunk acts with the learner's weights as they were when it was
+    requested (the weights travel with the sampling request): one sampled during step i's updates with those at
+    step i's start, one sampled during a kappa-PI evaluation phase with those the improvement phase ended with
+    (Q_theta is frozen then). So every chunk after learning starts acts with weights at most 2 chunks old, and they
+    do change as the learner trains."""
     algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
             .training(env_steps_per_runner_call=24, env_steps_per_iteration=240).build_algo())
-    original, at_start, checks = algo._improvement_step, [], []
+    original, submit, requested, checks = algo._improvement_step, algo.sampler.submit, [], []
 
     def _acting_weights(env_runner):  # local, so Ray ships it by value to the remote runner
         return {k: v.detach().numpy().copy() for k, v in env_runner.module.state_dict().items()
                 if not k.startswith("_target")}
 
+    def submitting(*args, **kwargs):
+        requested.append((module_weights(algo, DEFAULT_MODULE_ID), algo.phases.phase))
+        return submit(*args, **kwargs)
+
     def recording(max_steps):
-        prefetched = algo.sampler.in_flight is not None
-        (acting,) = algo.env_runner_group.foreach_env_runner(_acting_weights, local_env_runner=False)
-        algo._join_learning()  # the previous step's updates (on the learner thread, `learner_thread`) are in
-        learner = module_weights(algo, DEFAULT_MODULE_ID)
-        if prefetched:  # the chunk in flight was submitted at the start of the previous step
-            expected = at_start[-1]
-            checks.append((algo.phases.units, all(np.array_equal(acting[k], expected[k]) for k in expected)))
-        at_start.append(learner)
+        if algo.sampler.in_flight is not None:  # the chunk in flight, acting with the weights of its request
+            (acting,) = algo.env_runner_group.foreach_env_runner(_acting_weights, local_env_runner=False)
+            expected, phase = requested[-1]
+            checks.append((algo.phases.units, phase, all(np.array_equal(acting[k], expected[k]) for k in expected)))
         return original(max_steps)
 
-    algo._improvement_step = recording
+    algo._improvement_step, algo.sampler.submit = recording, submitting
     for _ in range(4):
         result = algo.train()
-    trained = [ok for at, ok in checks if at > 250]
+    trained = [ok for at, _, ok in checks if at > 250]
     assert len(trained) > 10 and all(trained)
-    assert not all(np.array_equal(at_start[5][k], at_start[-1][k]) for k in at_start[-1])  # weights moved
+    assert {phase for at, phase, _ in checks if at > 250} == {"improvement", "evaluation"}  # (both kinds checked)
+    assert not all(np.array_equal(requested[5][0][k], requested[-1][0][k]) for k in requested[-1][0])  # they moved
     assert result["kappa"]["max_policy_lag_env_steps"] == 48
     algo.stop()
 
@@ -336,6 +338,41 @@ def test_kappa_pi_samples_the_next_improvement_during_its_evaluation_exactly(ray
     assert theta.keys() == theta_d.keys() and all(np.array_equal(theta[k], theta_d[k]) for k in theta)
     assert all(np.array_equal(phi[k], phi_d[k]) for k in phi)
     assert returns == returns_d and len(returns) > 10
+
+
+def test_the_env_less_local_runner_takes_the_acting_weights_when_read_not_every_chunk(ray_local):
+    """issue 63: beside a remote EnvRunner the local one has no env and samples nothing, so the acting weights are
+    not loaded into it every chunk (its load_state_dict was 11% of the driver's time in W3's pipeline); it takes
+    them when read, through RLlib's `algo.env_runner` (a user's `algo.env_runner.module`, RLlib's `get_state` and
+    checkpoints): the learner's newest weights there, loaded once a read that follows new weights. With no remote
+    runner the local one samples, and takes every new set at once. (A load: a `set_state` with module weights;
+    RLlib's step also sets the runner's connector states.)"""
+    algo = (short_config(KappaPIDQNConfig).env_runners(num_env_runners=1)
+            .training(env_steps_per_runner_call=24).build_algo())
+    local = algo.env_runner_group.local_env_runner
+    assert local.env is None  # (RLlib's: no env on the local runner beside remote ones)
+    loads, set_state = [], local.set_state
+    local.set_state = lambda state: (COMPONENT_RL_MODULE in state and loads.append(1)) or set_state(state)
+    versions = algo.sampler.weights_version
+    algo.train()
+    assert algo.sampler.weights_version - versions > 5 and not loads  # new weights every chunk, none loaded
+    module = algo.env_runner.module
+    assert len(loads) == 1
+    theta = module_weights(algo, DEFAULT_MODULE_ID)
+    held = {k: v.detach().numpy() for k, v in module.state_dict().items() if k in theta}
+    assert held.keys() and all(np.array_equal(held[k], theta[k]) for k in held)
+    algo.env_runner, algo.get_state()  # (no new weights since: nothing loaded again)
+    assert len(loads) == 1
+    algo.stop()
+
+    algo = short_config(KappaPIDQNConfig).build_algo()  # the local runner samples: each new set at once
+    local = algo.env_runner_group.local_env_runner
+    loads, set_state = [], local.set_state
+    local.set_state = lambda state: (COMPONENT_RL_MODULE in state and loads.append(1)) or set_state(state)
+    versions = algo.sampler.weights_version
+    algo.train()
+    assert len(loads) == algo.sampler.weights_version - versions >= 5
+    algo.stop()
 
 
 # ----- the naive schedule (N_kappa = T, T_kappa = 1): chunks that span kappa-iterations

@@ -185,10 +185,33 @@ def workload_pi_evaluation(steps: int, env_runners: list[int]) -> list[tuple]:
     return rows
 
 
-def timed_run(config, nothing_learnt: bool = False, sample_in_evaluation: bool = True):
+def workload_local_weights(steps: int, env_runners: list[int]) -> list[tuple]:
+    """W3 at kappa = 1 (the MinAtar preset) per remote EnvRunner count N (>= 1): the env-less local EnvRunner loading
+    the acting weights every chunk, as it did (`eager_local_weights`), against loading them when read (now:
+    `Sampler.refresh_local`); the whole run and the run with nothing learnt (the pipeline's own ceiling)."""
+    rows = Rows()
+    for runners in [n for n in env_runners if n > 0]:
+        for nothing in (False, True):
+            what = "nothing learnt" if nothing else "the run"
+            eager = f"kappa = 1, {runners} remote EnvRunner(s), {what}: the local runner loads every chunk's weights"
+            rate, _, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners),
+                                      nothing_learnt=nothing, eager_local_weights=True)
+            algo.stop()
+            rows.append((eager, rate, "DQN", 0, ""))
+            rate, _, algo = timed_run(preset_config("pi", 1.0, W3["env"], steps, runners=runners),
+                                      nothing_learnt=nothing)
+            algo.stop()
+            rows.append((f"kappa = 1, {runners} remote EnvRunner(s), {what}: loaded when read", rate, "DQN", 0,
+                         "base: loading every chunk", eager))
+    return rows
+
+
+def timed_run(config, nothing_learnt: bool = False, sample_in_evaluation: bool = True,
+              eager_local_weights: bool = False):
     """(env steps/s after the learning start, last result, the algorithm, still running) of a run to its end.
     `nothing_learnt`: every learner call draws its minibatches from the replay, then returns (no gradient step).
-    `sample_in_evaluation` False: kappa-PI's runners do not sample during its evaluation phases."""
+    `sample_in_evaluation` False: kappa-PI's runners do not sample during its evaluation phases.
+    `eager_local_weights`: the local EnvRunner loads each new set of acting weights at once, remote runners or not."""
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch  # noqa: F401 (as the run builds it)
 
     from kappa_rllib.algorithms.kappa_dqn.learner_program import num_updates
@@ -203,6 +226,9 @@ def timed_run(config, nothing_learnt: bool = False, sample_in_evaluation: bool =
         algo._learner_call = draw_only
     if not sample_in_evaluation:
         algo._sample_next_improvement = lambda units_left: None
+    if eager_local_weights:
+        sync = algo.sampler.sync
+        algo.sampler.sync = lambda: (sync(), algo.sampler.refresh_local())
     start_steps = config.num_steps_sampled_before_learning_starts
     result, t0, s0 = {}, None, 0
     while not result.get("done"):
