@@ -363,6 +363,16 @@ def test_the_env_less_local_runner_takes_the_acting_weights_when_read_not_every_
     assert held.keys() and all(np.array_equal(held[k], theta[k]) for k in held)
     algo.env_runner, algo.get_state()  # (no new weights since: nothing loaded again)
     assert len(loads) == 1
+    # RLlib brings an unhealthy runner back with the local runner's state, read from the group itself (not through
+    # `algo.env_runner`): the local runner takes the newest weights first, so the runner brought back acts with them
+    algo.train()
+    group = algo.env_runner_group
+    group.num_healthy_remote_workers, group.probe_unhealthy_env_runners = (lambda: 0), (lambda: [1])
+    algo.restore_env_runners(group)
+    theta = module_weights(algo, DEFAULT_MODULE_ID)
+    (acting,) = group.foreach_env_runner(
+        lambda er: {k: v.detach().numpy() for k, v in er.module.state_dict().items()}, local_env_runner=False)
+    assert all(np.array_equal(acting[k], theta[k]) for k in theta if k in acting) and set(theta) & set(acting)
     algo.stop()
 
     algo = short_config(KappaPIDQNConfig).build_algo()  # the local runner samples: each new set at once

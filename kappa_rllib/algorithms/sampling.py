@@ -275,6 +275,16 @@ class SamplerMixin:
             sampler.refresh_local()
         return local
 
+    def restore_env_runners(self, env_runner_group):
+        """RLlib brings back an unhealthy EnvRunner with the local EnvRunner's state, its module included
+        (`Algorithm.restore_env_runners` reads `env_runner_group.local_env_runner` itself, not `env_runner`): the
+        local runner takes the newest acting weights first wherever a remote runner is unhealthy."""
+        if (self.samples_raw and getattr(self, "sampler", None) is not None
+                and env_runner_group is self.env_runner_group
+                and env_runner_group.num_healthy_remote_workers() < env_runner_group.num_remote_workers()):
+            self.sampler.refresh_local()
+        return super().restore_env_runners(env_runner_group)
+
     def evaluate(self, parallel_train_future=None):
         """RLlib's `evaluate()`. Without an `.evaluation(...)` config RLlib has no evaluation EnvRunners and
         evaluates on the training EnvRunner, which here samples raw transitions for the learner (and with remote

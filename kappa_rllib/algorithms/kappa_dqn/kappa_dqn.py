@@ -191,9 +191,9 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         it reaches the replay when the improvement step collects it, after the last Q_phi update. The same
         `train()` call collects it: an evaluation phase runs to its end in the call that starts it, and the
         improvement step after it gets the units the call has left (`units_left`), the size asked for here."""
-        if (not self.config.overlap_sampling or self.sampler.in_flight is not None
+        if (not self.config.overlap_sampling or self.sampler.in_flight is not None or self._spans_iterations()
                 or not self.env_runner_group.num_remote_workers() or units_left <= 0):
-            return
+            return  # (the naive schedule's chunks span iterations: its next chunk is not one improvement phase's)
         n = min(self._chunk_size(), self.phases.units_in_next_improvement(), units_left)
         if n > 0 and self.sampler.submit(n, global_env_steps=self.phases.units):
             self._last_chunk_steps = 0  # (it acts with the newest Q_theta: its lag is its own env steps)
