@@ -100,6 +100,23 @@ def kill_all(proc: subprocess.Popen, ray_tmp: Path) -> None:
     time.sleep(1)
 
 
+def start_head(port: int, ray_tmp: Path, env: dict) -> subprocess.Popen:
+    """A `ray start` head of 2 CPUs on loopback, its Ray temp dir `ray_tmp` (so `kill_all` finds its processes)."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
+                             f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
+                             "--include-dashboard=false", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_for_head(port: int) -> None:
+    from nodes import listening
+
+    deadline = time.time() + 60
+    while not listening(port):
+        assert time.time() < deadline, "the head did not start"
+        time.sleep(0.5)
+
+
 # ------------------------------------------------------------------------------------------ invariants
 def newest_state(grid_dir: Path) -> dict:
     return json.loads(sorted(grid_dir.glob("experiment_state-*.json"))[-1].read_text())
@@ -299,7 +316,7 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
     KAPPA_KEPT_UP_SEEDS=<seed> replays a schedule (the moments; what each kill hits also depends on the machine)."""
     import secrets
 
-    from nodes import free_port, listening
+    from nodes import free_port
 
     from kappa_rllib.report.load import load_runs
 
@@ -308,18 +325,12 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
     period, every = rng.choice([None, "30", "3600"]), rng.choice([0, 1, 2])
     env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
                       **({"TUNE_GLOBAL_CHECKPOINT_S": period} if period else {}))
-    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
-                             f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
-                             "--include-dashboard=false", "--disable-usage-stats"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    head = start_head(port, ray_tmp, env)
     schedule = [f"Tune's state saved {f'every {period} s' if period else 'at its own period'}, a checkpoint "
                 + (f"every {every} iteration(s)" if every else "at the end only")]
     storage, proc = tmp_path / "results", None
     try:
-        deadline = time.time() + 60
-        while not listening(port):
-            assert time.time() < deadline, "the head did not start"
-            time.sleep(0.5)
+        wait_for_head(port)
         file = seam_file(tmp_path, seeds=2)
         args = [*CLI, "tune", str(file), "--storage", str(storage), "--max-concurrent", "2", "--checkpoint-every",
                 str(every), "--address", f"127.0.0.1:{port}"]
@@ -542,7 +553,7 @@ def test_a_population_beside_plain_grids_killed_and_resumed_with_mlflow(tmp_path
 def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
     """--address on a `ray start` head of 2 CPUs on loopback, --track mlflow,wandb with one shared MLflow
     store named by MLFLOW_TRACKING_URI (as a team's server would be): the invariants."""
-    from nodes import free_port, listening
+    from nodes import free_port
 
     import secrets
 
@@ -551,15 +562,9 @@ def test_the_file_on_a_ray_start_cluster_with_tracking(tmp_path):
     shared.parent.mkdir()
     env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),  # Ray 2.60's default
                       MLFLOW_TRACKING_URI=f"sqlite:///{shared}")
-    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--num-cpus=2",
-                             f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={ray_tmp}",
-                             "--include-dashboard=false", "--disable-usage-stats"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    head = start_head(port, ray_tmp, env)
     try:
-        deadline = time.time() + 60
-        while not listening(port):
-            assert time.time() < deadline, "the head did not start"
-            time.sleep(0.5)
+        wait_for_head(port)
         file, storage = seam_file(tmp_path), tmp_path / "results"
         out = run([*tune_args(file, storage, "--track", "mlflow,wandb", "--track-project", "seams"), "--address",
                    f"127.0.0.1:{port}"], env)
