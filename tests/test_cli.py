@@ -5,10 +5,12 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 CLI = [sys.executable, "-m", "kappa_rllib.cli"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
@@ -229,6 +231,30 @@ def test_train_file_refuses_grids_and_files_without_config(tmp_path):
                           (empty, "defines no `config`"), (tmp_path / "none.py", "does not exist")]:
         proc = subprocess.run(CLI + ["train", "file", str(path)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_tune_seeds_replace_every_grids_seed_axis_and_bad_seeds_are_one_line():
+    """`--seeds 0-2` runs seeds 0, 1, 2 of each grid (HumanoidStandup's file has 5 a grid); a single seed is a plain
+    value, not an axis; a malformed list is refused before anything runs."""
+    from kappa_rllib import experiments
+    from kappa_rllib.cli import tune as tune_verb
+
+    assert tune_verb.parse_seeds("0-2") == [0, 1, 2]
+    assert tune_verb.parse_seeds("3, 0-1,3") == [3, 0, 1]
+    for bad, word in [("a", "integers"), ("2-1", "FIRST <= LAST"), ("-1", "integers"), ("", "integers")]:
+        with pytest.raises(ValueError, match=word):
+            tune_verb.parse_seeds(bad)
+    grids = experiments.load_file(str(ROOT / "tune_configs/paper/table2_humanoidstandup.py"))
+    assert [g.num_trials() for g in grids] == [5] * 7
+    tune_verb._with_seeds(grids, [0, 1, 2])
+    assert [g.num_trials() for g in grids] == [3] * 7
+    assert all(g.axes()["seed"] == [0, 1, 2] for g in grids)
+    assert {v["seed"] for v, _ in grids[0].trial_configs()} == {0, 1, 2}
+    tune_verb._with_seeds(grids, [7])
+    assert [g.num_trials() for g in grids] == [1] * 7 and grids[0].config.seed == 7
+    proc = subprocess.run(CLI + ["tune", str(ROOT / "tune_configs/small/cartpole_dqn.py"), "--seeds", "1-x"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--seeds '1-x'" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("verb", [None, "train", "compare", "evaluate", "tune", "report"])

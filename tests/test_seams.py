@@ -737,7 +737,8 @@ def test_the_printed_resume_command_keeps_every_setting_the_run_was_given():
 
     parser = argparse.ArgumentParser()
     tune_verb.add_parser(parser.add_subparsers())
-    argv = ["tune", "my file.py", "--storage", "/mnt/results", "--grids", "a,b", "--max-concurrent", "40",
+    argv = ["tune", "my file.py", "--storage", "/mnt/results", "--grids", "a,b", "--seeds", "5-9",
+            "--max-concurrent", "40",
             "--checkpoint-every", "50", "--max-failures", "3", "--track", "wandb,mlflow", "--track-project", "p",
             "--wandb-entity", "lab", "--address", "ray://head:10001", "--num-cpus", "8", "--torch-threads", "2",
             "--gpus-per-trial", "0.25", "--tensorboard", "--report"]

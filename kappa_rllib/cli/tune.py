@@ -48,6 +48,10 @@ def add_parser(sub) -> None:
     add_ray_options(tune_p)
     tune_p.add_argument("--grids", default=None,
                         help="comma-separated grid names: run only these of the file's grids (default: all)")
+    tune_p.add_argument("--seeds", default=None,
+                        help="seeds to run in place of each grid's seed axis: comma-separated, ranges allowed "
+                             "(0-2 or 0,1,2; 5-9 adds five seeds to a grid that ran 0-4, into another --storage "
+                             "or after it, since a stored grid cannot change). With --resume, pass the same seeds")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
     tune_p.add_argument("--tensorboard", action="store_true",
                         help="also write TensorBoard's events for every trial (off by default: they cost the one "
@@ -67,6 +71,31 @@ def _select(grids, names: str | None, file: str):
         raise ValueError(f"--grids: {file} has no grid(s) {unknown}; it has {[g.name for g in grids]}")
     by_name = {g.name: g for g in grids}
     return [by_name[name] for name in dict.fromkeys(wanted)]  # in the order given
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`--seeds`: "0,1,2", "0-2" or "0-2,7" -> [0, 1, 2(, 7)], each once, in the order given."""
+    seeds = []
+    for part in (p.strip() for p in text.split(",")):
+        first, dash, last = part.partition("-")
+        try:
+            lo, hi = int(first), int(last) if dash else int(first)
+        except ValueError:
+            raise ValueError(f"--seeds {text!r}: give seeds as 0,1,2 or a range 0-2 (integers >= 0)") from None
+        if lo < 0 or hi < lo:
+            raise ValueError(f"--seeds {text!r}: a range FIRST-LAST needs 0 <= FIRST <= LAST, got {part!r}")
+        seeds += range(lo, hi + 1)
+    return list(dict.fromkeys(seeds))
+
+
+def _with_seeds(grids, seeds: list[int] | None):
+    """Each grid's seed axis (or single seed) replaced by `seeds`: a grid of 5 seeds run as 3, or extended."""
+    from ray import tune
+
+    if seeds is not None:
+        for grid in grids:
+            grid.config.debugging(seed=seeds[0] if len(seeds) == 1 else tune.grid_search(seeds))
+    return grids
 
 
 def _check_storage(args) -> None:
@@ -139,6 +168,7 @@ def main(args) -> int:
 
     try:
         grids = _select(experiments.load_file(args.file, smoke=args.smoke), args.grids, args.file)
+        _with_seeds(grids, parse_seeds(args.seeds) if args.seeds is not None else None)
         for grid in grids:
             grid.validate()
         if args.checkpoint_every is not None and args.checkpoint_every < 0:
@@ -227,7 +257,8 @@ def _resume_command(args) -> str:
     import shlex
 
     track = ",".join(args.track) if isinstance(args.track, list) else args.track
-    given = [("--smoke", args.smoke), ("--grids", args.grids), ("--max-concurrent", args.max_concurrent),
+    given = [("--smoke", args.smoke), ("--grids", args.grids), ("--seeds", args.seeds),
+             ("--max-concurrent", args.max_concurrent),
              ("--checkpoint-every", args.checkpoint_every),
              ("--max-failures", None if args.max_failures == DEFAULT_MAX_FAILURES else args.max_failures),
              ("--track", track or None), ("--track-project", args.track_project if track else None),
