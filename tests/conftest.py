@@ -1,3 +1,10 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,3 +25,30 @@ def ray_local():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture
+def s3_endpoint():
+    """moto's S3 server on a loopback port, with the bucket `kappa-seams`: http://127.0.0.1:PORT."""
+    import pyarrow.fs
+
+    from nodes import free_port, listening
+
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while not listening(port):
+            assert time.time() < deadline and server.poll() is None, "moto's S3 server did not start"
+            time.sleep(0.2)
+        endpoint = f"http://127.0.0.1:{port}"
+        pyarrow.fs.S3FileSystem(endpoint_override=endpoint, access_key="test", secret_key="test",
+                                region="us-east-1", allow_bucket_creation=True).create_dir("kappa-seams")
+        yield endpoint
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)

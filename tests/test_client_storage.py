@@ -315,3 +315,72 @@ def test_storage_checks_run_here_without_ray_client(tmp_path):
     assert stores.on_storage(stores.holds_files, str(tmp_path)) is False
     with pytest.raises(ValueError, match="--storage"):
         stores.on_storage(stores.check_uri, "--storage", "nope://x")
+
+
+@pytest.mark.learning
+def test_a_bucket_grid_is_repaired_through_a_working_copy_its_checkpoints_moved_never_uploaded(tmp_path, s3_endpoint,
+                                                                                               monkeypatch):
+    """--resume's repair of a grid on an S3 bucket (moto's server on loopback; kappa_rllib.tuning.bucket): a trial
+    folder Tune's saved state does not know (a killed driver's, made twice) is moved to `.kappa_orphans/` in the
+    bucket with its checkpoint's bytes as they were (copied in the bucket, never from the working copy, where a
+    checkpoint's files are empty files of their sizes), a half-made copy is deleted, every other file is left as it
+    was but Tune's newest state, which names each checkpoint in the bucket as before; and Tune resumes from it."""
+    import pyarrow.fs
+    from ray.tune.experiment.trial import Trial
+
+    from conftest import S3_ENV
+    from kappa_rllib.tuning import bucket
+    from test_seams import CLI as TUNE_CLI, seam_file
+
+    env = {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": s3_endpoint, "RAY_ADDRESS": "", "WANDB_MODE": "offline"}
+    uri = f"s3://kappa-seams/{tmp_path.name}"
+    args = [*TUNE_CLI, "tune", str(seam_file(tmp_path)), "--storage", uri, "--grids", "dqn", "--num-cpus", "2",
+            "--checkpoint-every", "1"]
+    first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    fs = pyarrow.fs.S3FileSystem(endpoint_override=s3_endpoint, access_key="test", secret_key="test",
+                                 region="us-east-1")
+    root = f"kappa-seams/{tmp_path.name}/seams/dqn"
+
+    def files() -> dict[str, bytes]:
+        found = fs.get_file_info(pyarrow.fs.FileSelector(root, recursive=True))
+        return {i.path[len(root) + 1:]: fs.open_input_stream(i.path).readall()
+                for i in found if i.type == pyarrow.fs.FileType.File}
+
+    before = files()
+    [trial] = {rel.split("/")[0] for rel in before if rel.startswith("KappaPIDQN_")}
+    prefix = trial.split("_")[2]  # <trainable>_<env>_<the search's prefix>_<index>_...
+    twice = trial.replace(f"_{prefix}_", "_zzzzz_")
+    copied = {rel.replace(trial, twice, 1): data for rel, data in before.items() if rel.startswith(trial + "/")}
+    assert any("/checkpoint_" in rel and not rel.endswith(".json") for rel in copied)  # a checkpoint's files
+    for rel, data in {**copied, f"{trial}/.result.json.x.kappa-tmp": b"{half"}.items():
+        with fs.open_output_stream(f"{root}/{rel}") as f:
+            f.write(data)
+
+    for key, value in {**S3_ENV, "AWS_ENDPOINT_URL": s3_endpoint}.items():
+        monkeypatch.setenv(key, value)
+    said = bucket.repair(f"{uri}/seams/dqn")
+    assert len(said) == 1 and said[0].startswith(f"{twice}: a trial folder Tune's saved state does not know"), said
+
+    after = files()
+    assert {rel: data for rel, data in after.items() if rel.startswith(".kappa_orphans/")} == {
+        f".kappa_orphans/{rel}": data for rel, data in copied.items()}  # the bytes as they were
+    [state] = sorted(rel for rel in before if rel.startswith("experiment_state-"))[-1:]
+    unchanged = {rel: data for rel, data in after.items() if not rel.startswith(".kappa_orphans/") and rel != state}
+    assert unchanged == {rel: data for rel, data in before.items() if rel != state}
+
+    def checkpoints(data: bytes) -> list:
+        rows = json.loads(data)["trial_data"]
+        named = []
+        for row in rows:
+            trial_ = Trial.from_json_state(row[0], stub=True)
+            trial_.restore_run_metadata(row[1])
+            manager = trial_.run_metadata.checkpoint_manager
+            named += [(r.checkpoint.path, r.checkpoint.filesystem.type_name) for r in manager._checkpoint_results]
+        return named
+
+    assert checkpoints(after[state]) == checkpoints(before[state]) and checkpoints(before[state])
+    assert all(path.startswith(root + "/" + trial + "/checkpoint_") and kind == "s3"
+               for path, kind in checkpoints(after[state]))
+    resumed = subprocess.run([*args, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0 and "finished: 1/1" in resumed.stdout + resumed.stderr, resumed.stderr[-3000:]

@@ -274,19 +274,74 @@ def test_a_file_of_three_grids_killed_at_random_moments_and_resumed_tracks_each_
 
 
 
-# the kept-up cluster's kill schedules: two in CI; KAPPA_KEPT_UP_SEEDS=... runs others, and replays a failing one
-KEPT_UP_SEEDS = [int(seed) for seed in (os.environ.get("KAPPA_KEPT_UP_SEEDS") or "6,23").split(",") if seed.strip()]
+# the kept-up cluster's kill schedules: on a folder, two in CI, on a bucket one; KAPPA_KEPT_UP_SEEDS=... (and
+# KAPPA_KEPT_UP_BUCKET_SEEDS=...) run others, and replay a failing one
+def _seeds(variable: str, default: str) -> list[int]:
+    return [int(seed) for seed in (os.environ.get(variable) or default).split(",") if seed.strip()]
 
 
-def staged_ends_not_stored(ray_tmp: Path, storage: Path) -> set[Path]:
+KEPT_UP = ([("folder", seed) for seed in _seeds("KAPPA_KEPT_UP_SEEDS", "6,23")]
+           + [("bucket", seed) for seed in _seeds("KAPPA_KEPT_UP_BUCKET_SEEDS", "6")])
+
+
+class Storage:
+    """The kept-up test's storage: a folder, or an S3 bucket (moto's server on loopback, through pyarrow's S3
+    filesystem as Tune writes any bucket) read back by copying it into a folder."""
+
+    def __init__(self, tmp_path: Path, bucket_endpoint: str | None = None):
+        self.local = tmp_path / "results"
+        self.endpoint = bucket_endpoint
+        self.uri = f"s3://kappa-seams/{tmp_path.name}" if bucket_endpoint else str(self.local)
+
+    def env(self) -> dict:
+        from conftest import S3_ENV
+
+        return {**S3_ENV, "AWS_ENDPOINT_URL": self.endpoint} if self.endpoint else {}
+
+    def _fs(self):
+        import pyarrow.fs
+
+        return pyarrow.fs.S3FileSystem(endpoint_override=self.endpoint, access_key="test", secret_key="test",
+                                       region="us-east-1")
+
+    def ends_done(self, trial_name: str) -> bool:
+        """Whether the trial's rows on storage end in `done`."""
+        if not self.endpoint:
+            return any(_ends_done(stored) for stored in self.local.glob(f"*/*/{trial_name}/result.json"))
+        import pyarrow.fs
+
+        fs = self._fs()
+        prefix = self.uri.removeprefix("s3://")
+        try:
+            for info in fs.get_file_info(pyarrow.fs.FileSelector(prefix, recursive=True, allow_not_found=True)):
+                if info.base_name == "result.json" and info.path.split("/")[-2] == trial_name:
+                    with fs.open_input_stream(info.path) as f:
+                        lines = f.read().decode().strip().splitlines()
+                    if lines and json.loads(lines[-1]).get("done"):
+                        return True
+        except (OSError, ValueError):
+            return False
+        return False
+
+    def folder(self) -> Path:
+        """The results as a folder: the bucket copied into one (checkpoints included)."""
+        if self.endpoint:
+            import pyarrow.fs
+
+            shutil.rmtree(self.local, ignore_errors=True)
+            self.local.mkdir(parents=True)
+            pyarrow.fs.copy_files(self.uri.removeprefix("s3://"), str(self.local), source_filesystem=self._fs())
+        return self.local
+
+
+def staged_ends_not_stored(ray_tmp: Path, storage: Storage) -> set[Path]:
     """The trials' rows in drivers' staging folders (under the cluster's Ray temp dir) that end in `done` while their
     rows on storage do not yet: a driver killed then leaves the only copy of a finished trial's last rows in staging."""
     try:
         staged = list(ray_tmp.rglob("driver_artifacts/*/result.json"))
     except OSError:  # a folder of Ray's deleted while walked: the next look sees it
         return set()
-    return {path for path in staged if _ends_done(path) and not any(
-        _ends_done(stored) for stored in storage.glob(f"*/*/{path.parent.name}/result.json"))}
+    return {path for path in staged if _ends_done(path) and not storage.ends_done(path.parent.name)}
 
 
 def _ends_done(result: Path) -> bool:
@@ -299,8 +354,9 @@ def _ends_done(result: Path) -> bool:
 
 @pytest.mark.learning
 @pytest.mark.xdist_group("clusters")
-@pytest.mark.parametrize("seed", KEPT_UP_SEEDS)
-def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_trial_once(tmp_path, seed):
+@pytest.mark.parametrize("kind, seed", KEPT_UP)
+def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_trial_once(tmp_path, kind, seed,
+                                                                                           request):
     """The resume invariant as a property on a cluster that stays up (issue 64: a Ray Client or `ray job submit`
     driver that dies, then `--resume`): a `ray start` head of 2 CPUs on loopback, a file of three grids of two
     trials; the driver alone SIGKILLed three times and resumed each time on the same cluster, then resumed to the
@@ -310,7 +366,8 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
     only: Tune also saves its state every 2 checkpoints of a trial, the number kept), and each kill's moment: 5-25 s
     after the run starts (the grid takes ~30 s), or as soon as a trial's staged rows end in `done` while storage's
     do not (`staged_ends_not_stored`). Then: every trial stored once (no second folder of one trial), its rows
-    1..T once each in its last timeline, its `done` row on storage, and `report` reads each seed once. On the code
+    1..T once each in its last timeline, its `done` row on storage, and `report` reads each seed once; on a folder,
+    and on an S3 bucket (moto's server on loopback: Tune writes the bucket through pyarrow, as any). On the code
     before the staged rows were merged (4a7cd92^) seeds 6, 2, 23 and 10 failed: "4 row(s) the killed driver wrote but
     never copied onto storage dropped ... kept as finished, those rows missing", a grid short of a trial.
     KAPPA_KEPT_UP_SEEDS=<seed> replays a schedule (the moments; what each kill hits also depends on the machine)."""
@@ -321,18 +378,19 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
     from kappa_rllib.report.load import load_runs
 
     rng = random.Random(seed)
-    port, ray_tmp = free_port(), Path(f"/tmp/ku{os.getpid()}_{seed}_")  # (a pattern for kill_all: no prefix of another)
+    store = Storage(tmp_path, request.getfixturevalue("s3_endpoint") if kind == "bucket" else None)
+    port, ray_tmp = free_port(), Path(f"/tmp/ku{os.getpid()}_{kind[0]}{seed}_")  # (a pattern for kill_all: no prefix of another)
     period, every = rng.choice([None, "30", "3600"]), rng.choice([0, 1, 2])
-    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
+    env = environment(ray_tmp, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32), **store.env(),
                       **({"TUNE_GLOBAL_CHECKPOINT_S": period} if period else {}))
     head = start_head(port, ray_tmp, env)
-    schedule = [f"Tune's state saved {f'every {period} s' if period else 'at its own period'}, a checkpoint "
+    schedule = [f"on a {kind}, Tune's state saved {f'every {period} s' if period else 'at its own period'}, a checkpoint "
                 + (f"every {every} iteration(s)" if every else "at the end only")]
-    storage, proc = tmp_path / "results", None
+    proc = None
     try:
         wait_for_head(port)
         file = seam_file(tmp_path, seeds=2)
-        args = [*CLI, "tune", str(file), "--storage", str(storage), "--max-concurrent", "2", "--checkpoint-every",
+        args = [*CLI, "tune", str(file), "--storage", store.uri, "--max-concurrent", "2", "--checkpoint-every",
                 str(every), "--address", f"127.0.0.1:{port}"]
         drawn_at_an_end = False
         for attempt in range(3):
@@ -342,11 +400,11 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             at_an_end, moment, started = rng.random() < 0.5, rng.uniform(5, 25), time.monotonic()
             drawn_at_an_end = drawn_at_an_end or at_an_end
-            before = staged_ends_not_stored(ray_tmp, storage) if at_an_end else set()
+            before = staged_ends_not_stored(ray_tmp, store) if at_an_end else set()
             while proc.poll() is None and time.monotonic() - started < (45 if at_an_end else moment):
-                if at_an_end and staged_ends_not_stored(ray_tmp, storage) - before:  # a trial's end, in this run
+                if at_an_end and staged_ends_not_stored(ray_tmp, store) - before:  # a trial's end, in this run
                     break
-                time.sleep(0.1)
+                time.sleep(0.1 if kind == "folder" else 0.3)
             took = time.monotonic() - started
             if proc.poll() is not None:
                 schedule.append(f"run {attempt + 1} ended by itself at {took:.1f} s, exit {proc.returncode}")
@@ -357,7 +415,8 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
             schedule.append(f"run {attempt + 1}'s driver killed at {took:.1f} s"
                             + (" (a trial's end staged, not stored)" if at_an_end and took < 45 else ""))
         out = run([*args, "--resume"], env)
-        replay = f"kill schedule seed {seed} ({'; '.join(schedule)}): KAPPA_KEPT_UP_SEEDS={seed} replays it"
+        variable = "KAPPA_KEPT_UP_SEEDS" if kind == "folder" else "KAPPA_KEPT_UP_BUCKET_SEEDS"
+        replay = f"kill schedule seed {seed} ({'; '.join(schedule)}): {variable}={seed} replays it"
         print(replay)
         assert any("killed" in moment for moment in schedule), f"{replay}: no driver was killed"
         if every == 0 and period:  # (the window is wide: trials end before Tune saves; a kill drawn for it lands)
@@ -365,9 +424,10 @@ def test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_store_each_
                 f"{replay}: no kill landed as a trial's end was staged"
         assert out.returncode == 0, (replay, (out.stdout + out.stderr)[-3000:])
         try:
-            check_invariants(storage / "seams", trials_per_grid=2)
-            seeds = sorted((Path(run_.path).relative_to(storage / "seams").parts[0], run_.done, run_.seed)
-                           for run_ in load_runs(storage / "seams"))
+            results = store.folder() / "seams"
+            check_invariants(results, trials_per_grid=2)
+            seeds = sorted((Path(run_.path).relative_to(results).parts[0], run_.done, run_.seed)
+                           for run_ in load_runs(results))
             assert seeds == sorted((grid, True, s) for grid in GRIDS for s in (0, 1)), seeds
         except AssertionError as e:
             raise AssertionError(f"{replay}; the last resume said:\n{out.stderr[-2000:]}") from e

@@ -13,7 +13,7 @@ One driver fits every grid of a file at once, each its own Tune run in a thread 
 | a fresh run checked for every grid before any writes; a resumed grid's trials as its stored run's; each folder repaired, then restored | `checks` (`check_fresh`, `check_resume`, `prepare_resume`) | test_seams.py (`test_a_fresh_run_refused_...`) |
 | the shared tracking: one MLflow store for the file, W&B's own step; a run found by its grid's storage; the rows a run lacks filled alike for W&B and MLflow at each new driver | `tracking` (its modules: `replay`, `track_wandb`, `track_mlflow`, `wandb_files`, `loggers`) | test_seams.py, test_tracking.py (`test_a_tracked_run_belongs_to_its_storage_...`, `test_mlflow_fills_the_rows_a_run_lacks_...`) |
 | retries: a lost node N times, the trial's own error once; this run's N on resume; the failed trials read back for the CLI's lines (a full disk's error file) | `retry`, `failures` | test_faults.py, test_seams.py (`test_a_resumed_grid_takes_this_runs_max_failures`) |
-| the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says (started over where its rows reach no checkpoint), a killed driver's staged rows merged into storage from this session or an older one on this node (all of a finished trial, else up to its checkpoint), then its staging deleted; a trial folder the state does not know set aside | `repair`, `staging`, `rows` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`), test_busy.py, test_client_storage.py |
+| the resume repair: Tune's state cut short, rows cut short, a trial pointed where its folder says (started over where its rows reach no checkpoint), a killed driver's staged rows merged into storage from this session or an older one on this node (all of a finished trial, else up to its checkpoint), then its staging deleted; a trial folder the state does not know set aside; on a bucket, the same repair on a working copy, written back (checkpoints moved in the bucket, never uploaded) | `repair`, `staging`, `rows`, `bucket` | test_faults.py, test_seams.py (`test_resume_keeps_a_trial_that_finished_...`), test_busy.py, test_client_storage.py (`test_a_bucket_grid_is_repaired_...`) |
 | one Tune run a grid folder at a time: a lock held from setup to the run's end, waited for by `--resume`, named by a refusal | `busy`, `checks.wait_for_other_drivers` | test_busy.py |
 | the compact view, and trials waiting for resources on a cluster | `progress` | test_cli.py, test_experiments.py |
 | the driver's files copied onto storage whole, and only those that changed | `sync.install`, `sync.WholeUploads` | test_seams.py (`test_uploads_...`, `test_whole_uploads_...`) |
@@ -25,8 +25,9 @@ The invariant every seam keeps: after any sequence of driver kills and `--resume
 stored once, ends once at its T, and its rows are 1..T once each in its last timeline (a resume from a checkpoint
 rolls back, never leaves a gap). Tested as a property in test_seams.py, kill schedules drawn from seeds: the driver
 and its Ray killed (`test_a_file_of_three_grids_killed_at_random_moments_...`; KAPPA_KILL_SEEDS), and the driver
-alone killed on a cluster that stays up, some kills as a trial's end is staged but not yet stored
-(`test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_...`; KAPPA_KEPT_UP_SEEDS).
+alone killed on a cluster that stays up, some kills as a trial's end is staged but not yet stored, on a folder
+and on an S3 bucket (moto's server on loopback) (`test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_...`;
+KAPPA_KEPT_UP_SEEDS, KAPPA_KEPT_UP_BUCKET_SEEDS).
 
 Tune's internals this layer leans on (ray[rllib] is pinned exactly): the per-run SIGINT hook
 (`ray.tune.tune._setup_signal_catching`), `TuneController._maybe_add_actors` and its `_max_pending_trials`,

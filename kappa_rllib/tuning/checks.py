@@ -193,10 +193,15 @@ def restorable(path) -> bool:
 def prepare_resume(path: str) -> tuple[list[str], bool, bool]:
     """Before a grid's `--resume`, in its (local) folder `path`: the repair (`repair.repair_state`: what was put
     right, a line each), whether Tune can restore it (`restorable`), and whether it holds trial results while
-    Tune cannot (no experiment state to resume them from). A bucket is neither repaired nor looked into."""
+    Tune cannot (no experiment state to resume them from). A bucket's grid is repaired through a working copy
+    (kappa_rllib.tuning.bucket)."""
+    from kappa_rllib.tuning import bucket
     from kappa_rllib.tuning import storage as stores
 
     local = not stores.is_uri(path)
-    repaired = repair.repair_state(Path(path)) if local and Path(path).is_dir() else []
+    if local:
+        repaired = repair.repair_state(Path(path)) if Path(path).is_dir() else []
+    else:
+        repaired = bucket.repair(path)
     can_restore = restorable(path)
     return repaired, can_restore, (not can_restore and local and any(Path(path).glob("*/result.json")))

@@ -166,12 +166,14 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         name = _dir_name(trial)
         if not name:  # never started as the state has it (PENDING): Tune runs it afresh, in a folder of its own
             continue
+        # (a trial whose folder storage lacks, on a bucket where a killed driver cut its first checkpoint's upload
+        # short: its staged rows make the folder where it finished)
+        stale = staging.drop_stale_staging(trial, folder / name)
+        if stale:
+            done.append(f"{name}: {stale}")
         trial_dirs = [folder / name] if (folder / name).is_dir() else []
         if not trial_dirs:
             continue
-        stale = staging.drop_stale_staging(trial, trial_dirs[0])
-        if stale:
-            done.append(f"{trial_dirs[0].name}: {stale}")
         line = _repoint(trial, row, trial_dirs[0], population=population)
         if json.loads(row[0]).get("status") == Trial.TERMINATED:
             kept_finished.add(trial.trial_id)

@@ -209,6 +209,7 @@ def merge_staged_rows(staging, trial_dir, upto: float) -> int:
                 break
             extra.append(line)
     if extra:
+        trial_dir.mkdir(exist_ok=True)  # (none on storage yet: a bucket's first checkpoint cut short)
         replace(trial_dir / "result.json", b"".join(line + b"\n" for line in kept + extra))
         csv_staged, csv_kept = lines(staging / "progress.csv"), lines(trial_dir / "progress.csv")
         if csv_staged and (not csv_kept or csv_kept[0] == csv_staged[0]) and csv_staged[: len(csv_kept)] == csv_kept:
