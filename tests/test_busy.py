@@ -24,7 +24,7 @@ from test_client_storage import kill_ray_of
 HOLD = textwrap.dedent("""\
     import sys, time
     from kappa_rllib.tuning import busy
-    callback = busy.hold(sys.argv[1], "g")
+    callback = busy.lock_callback(sys.argv[1], "g")
     callback.setup()
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -45,30 +45,30 @@ def test_a_held_folder_names_its_holder_and_refuses_a_second_run_until_it_ends(t
     from kappa_rllib.tuning import busy
 
     folder = tmp_path / "grid"
-    assert busy.holder(folder) is None and busy.holders([str(folder)]) == [None]  # no folder yet: free
+    assert busy.who_holds(folder) is None and busy.who_holds_each([str(folder)]) == [None]  # no folder yet: free
     folder.mkdir()  # (Tune makes it, tuner.pkl, before a run starts)
     process = _holder_process(folder, hold_s=600)
     try:
-        who = busy.holder(folder)
+        who = busy.who_holds(folder)
         assert who is not None and f"pid {process.pid}," in who, who
-        second = busy.hold(str(folder), "g")
+        second = busy.lock_callback(str(folder), "g")
         with pytest.raises(busy.GridBusy) as refused:
             second.setup()
         message = str(refused.value)
         assert "\n" not in message and f"pid {process.pid}," in message and "grid 'g'" in message
         assert second.fd is None
         started = time.monotonic()
-        assert busy.holders([str(folder)], wait_s=1.0) == [who]  # still held after the wait: named
+        assert busy.who_holds_each([str(folder)], wait_s=1.0) == [who]  # still held after the wait: named
         assert time.monotonic() - started >= 1.0
     finally:
         process.kill()  # SIGKILL: the kernel lets go of the lock with the process
         process.wait()
-    assert busy.holder(folder) is None
-    third = busy.hold(str(folder), "g")
+    assert busy.who_holds(folder) is None
+    third = busy.lock_callback(str(folder), "g")
     third.setup()
-    assert third.fd is not None and f"pid {os.getpid()}," in busy.holder(folder)
+    assert third.fd is not None and f"pid {os.getpid()}," in busy.who_holds(folder)
     third.on_experiment_end(trials=[])
-    assert third.fd is None and busy.holder(folder) is None
+    assert third.fd is None and busy.who_holds(folder) is None
 
 
 def test_waiting_ends_when_the_holder_lets_go(tmp_path):
@@ -79,7 +79,7 @@ def test_waiting_ends_when_the_holder_lets_go(tmp_path):
     process = _holder_process(folder, hold_s=1.5)  # lets go (on_experiment_end) after 1.5 s, stays alive
     try:
         started = time.monotonic()
-        assert busy.holders([str(folder), str(tmp_path / "other")], wait_s=30) == [None, None]
+        assert busy.who_holds_each([str(folder), str(tmp_path / "other")], wait_s=30) == [None, None]
         waited = time.monotonic() - started
         assert 0.5 < waited < 10, waited
         assert process.stdout.readline().strip() == "let go" and process.poll() is None
@@ -96,7 +96,7 @@ def test_the_callback_pickles_without_its_descriptor(tmp_path):
     from kappa_rllib.tuning import busy
 
     (tmp_path / "grid").mkdir()
-    callback = busy.hold(str(tmp_path / "grid"), "g")
+    callback = busy.lock_callback(str(tmp_path / "grid"), "g")
     callback.setup()
     try:
         copy = cloudpickle.loads(cloudpickle.dumps(callback))
@@ -111,9 +111,9 @@ COPY = textwrap.dedent("""\
     from kappa_rllib.tuning import busy
     callback = cloudpickle.loads(open(sys.argv[1], "rb").read())
     callback.setup()
-    print("held" if callback.fd is not None and busy.holder(sys.argv[2]) else "not held", flush=True)
+    print("held" if callback.fd is not None and busy.who_holds(sys.argv[2]) else "not held", flush=True)
     callback.on_experiment_end(trials=[])
-    print("free" if busy.holder(sys.argv[2]) is None and callback.fd is None else "still held", flush=True)
+    print("free" if busy.who_holds(sys.argv[2]) is None and callback.fd is None else "still held", flush=True)
     """)
 
 
@@ -125,7 +125,7 @@ def test_a_callback_pickled_to_another_process_takes_and_lets_go_there(tmp_path)
     from kappa_rllib.tuning import busy
 
     (tmp_path / "grid").mkdir()
-    (tmp_path / "callback.pkl").write_bytes(cloudpickle.dumps(busy.hold(str(tmp_path / "grid"), "g")))
+    (tmp_path / "callback.pkl").write_bytes(cloudpickle.dumps(busy.lock_callback(str(tmp_path / "grid"), "g")))
     done = subprocess.run([sys.executable, "-c", COPY, str(tmp_path / "callback.pkl"), str(tmp_path / "grid")],
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.split("\n")[:2] == ["held", "free"], (done.stdout, done.stderr[-2000:])
@@ -137,7 +137,7 @@ def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
     (where a later fresh run would be refused)."""
     from kappa_rllib.tuning import busy
 
-    callback = busy.hold(str(tmp_path / "moved"), "g")
+    callback = busy.lock_callback(str(tmp_path / "moved"), "g")
     callback.setup()
     assert callback.fd is None and not (tmp_path / "moved").exists()
 
@@ -145,7 +145,7 @@ def test_a_folder_that_moved_away_is_not_made_again(tmp_path):
 PEEK = textwrap.dedent("""\
     import fcntl, os, sys, time
     fd = os.open(os.path.join(sys.argv[1], ".kappa_rllib_driver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_SH)  # what busy.holder's peek holds, here until told to let go
+    fcntl.flock(fd, fcntl.LOCK_SH)  # what busy.who_holds's peek holds, here until told to let go
     print("peeking", flush=True)
     sys.stdin.readline()
     os.close(fd)
@@ -162,7 +162,7 @@ def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused
 
     folder = tmp_path / "grid"
     folder.mkdir()
-    callback = busy.hold(str(folder), "g")  # (made first: it imports Ray Tune, seconds on a busy machine)
+    callback = busy.lock_callback(str(folder), "g")  # (made first: it imports Ray Tune, seconds on a busy machine)
     peek = subprocess.Popen([sys.executable, "-c", PEEK, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     try:
@@ -186,7 +186,7 @@ def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused
     try:
         started = time.monotonic()
         with pytest.raises(busy.GridBusy, match=f"pid {process.pid},"):
-            busy.hold(str(folder), "g").setup()
+            busy.lock_callback(str(folder), "g").setup()
         assert time.monotonic() - started < busy.PEEK_S  # a run's lock is not waited on as a peek's is
     finally:
         process.kill()
@@ -208,13 +208,13 @@ def test_the_folder_stays_held_until_the_runs_last_callback_has_ended(ray_local,
 
     class Ending(Callback):  # a tracker that takes its time to end, after the hold in the callbacks
         def on_experiment_end(self, trials, **info):
-            seen.append(busy.holder(tmp_path / "storage" / "ends"))
+            seen.append(busy.who_holds(tmp_path / "storage" / "ends"))
 
     monkeypatch.setattr(tracking, "tune_loggers", lambda **kw: [Ending()])
     grid = Grid("ends", SeededConfig({"lr": 0.1, "seed": tune.grid_search([0]), "rows": 2}))
     _run_grids(tmp_path, [grid])
     assert len(seen) == 1 and seen[0] is not None and f"pid {os.getpid()}," in seen[0], seen  # (before: None)
-    assert busy.holder(tmp_path / "storage" / "ends") is None  # let go as the run ended
+    assert busy.who_holds(tmp_path / "storage" / "ends") is None  # let go as the run ended
 
 
 LOOK = textwrap.dedent("""\
@@ -255,25 +255,25 @@ def test_resume_holds_the_folder_from_its_first_look_and_its_run_adopts_the_lock
     taken = driver.wait_for_other_drivers(grids, str(storage), wait_s=0)
     assert sorted(Path(p).name for p in taken) == ["g", "h"]
     try:
-        who = busy.holder(storage / "g")
+        who = busy.who_holds(storage / "g")
         assert who is not None and f"pid {os.getpid()}," in who  # held before any Tune run started
         started = time.monotonic()
         second = look(wait_s=1.0)  # the other driver's --resume: waits, then one line naming this process
         assert second.startswith("refused") and f"pid {os.getpid()}," in second and "\n" not in second, second
         assert time.monotonic() - started >= 1.0
-        run = busy.hold(str(storage / "g"), "g")  # this driver's Tune run: adopts the lock its --resume took
+        run = busy.lock_callback(str(storage / "g"), "g")  # this driver's Tune run: adopts the lock its --resume took
         run.setup()
         assert run.fd is not None
-        stranger = busy.hold(str(storage / "g"), "g")  # anything else in this process: refused, as before
+        stranger = busy.lock_callback(str(storage / "g"), "g")  # anything else in this process: refused, as before
         with pytest.raises(busy.GridBusy):
             stranger.setup()
         run.on_experiment_end(trials=[])
-        assert busy.holder(storage / "g") is None
-        assert busy.holder(storage / "h") is not None  # (its run never started: driver.run lets go of it)
+        assert busy.who_holds(storage / "g") is None
+        assert busy.who_holds(storage / "h") is not None  # (its run never started: driver.run lets go of it)
     finally:
         for path in taken:
             busy.release(path)
-    assert busy.holder(storage / "h") is None and not busy._HELD
+    assert busy.who_holds(storage / "h") is None and not busy._OUR_LOCKS
     out = look(wait_s=0)  # free again: the next driver takes both
     assert out.startswith("taken [") and out.count("/storage/") == 2, out
     # one folder of two held: the look takes the free one and waits for the other, which is let go after 1.5 s
@@ -282,7 +282,7 @@ def test_resume_holds_the_folder_from_its_first_look_and_its_run_adopts_the_lock
         started = time.monotonic()
         taken = driver.wait_for_other_drivers(grids, str(storage), wait_s=30)
         assert len(taken) == 2 and time.monotonic() - started < 10
-        assert all(f"pid {os.getpid()}," in busy.holder(storage / name) for name in ("g", "h"))
+        assert all(f"pid {os.getpid()}," in busy.who_holds(storage / name) for name in ("g", "h"))
     finally:
         for path in taken:
             busy.release(path)
@@ -295,7 +295,7 @@ def test_resume_holds_the_folder_from_its_first_look_and_its_run_adopts_the_lock
             driver.wait_for_other_drivers(grids, str(storage), wait_s=1.0)
         message = str(refused.value)
         assert message.startswith(f"{storage / 'h'}: grid 'h'") and f"pid {process.pid}," in message, message
-        assert not busy._HELD and busy.holder(storage / "g") is None  # (g was taken, then let go)
+        assert not busy._OUR_LOCKS and busy.who_holds(storage / "g") is None  # (g was taken, then let go)
     finally:
         process.kill()
         process.wait()
@@ -324,7 +324,7 @@ def test_a_run_whose_later_callback_fails_in_setup_lets_go_in_this_process(ray_l
     grid = Grid("held", SeededConfig({"lr": 0.1, "seed": tune.grid_search([0, 1]), "rows": 2}))
     with pytest.raises(driver.GridFailed, match="the tracking server is down"):
         _run_grids(tmp_path, [grid])
-    assert busy.holder(tmp_path / "storage" / "held") is None  # (before: "host ..., pid <this process>")
+    assert busy.who_holds(tmp_path / "storage" / "held") is None  # (before: "host ..., pid <this process>")
     monkeypatch.setattr(tracking, "tune_loggers", loggers)
     started = time.monotonic()
     results = driver.run([grid], str(tmp_path / "storage"), resume=True, verbose=0)["held"]

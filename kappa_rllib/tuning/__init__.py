@@ -24,7 +24,7 @@ One driver fits every grid of a file at once, each its own Tune run in a thread 
 The invariant every seam keeps: after any sequence of driver kills and `--resume`s, each trial of a grid is
 stored once, ends once at its T, and its rows are 1..T once each in its last timeline (a resume from a checkpoint
 rolls back, never leaves a gap). Tested as a property in test_seams.py, kill schedules drawn from seeds: the driver
-and its Ray killed (`test_a_file_of_three_grids_killed_at_random_moments_...`; KAPPA_KILL_SEEDS), and the driver
+and its Ray killed (`test_a_file_of_three_grids_killed_at_random_moments_...`; KAPPA_KILL_SEEDS, KAPPA_KILL_BUCKET_SEEDS), and the driver
 alone killed on a cluster that stays up, some kills as a trial's end is staged but not yet stored, on a folder
 and on an S3 bucket (moto's server on loopback) (`test_drivers_killed_at_random_moments_on_a_cluster_that_stays_up_...`;
 KAPPA_KEPT_UP_SEEDS, KAPPA_KEPT_UP_BUCKET_SEEDS).

@@ -34,7 +34,7 @@ LOCK_FILE = ".kappa_rllib_driver.lock"
 # longer than Ray Client's default reconnect grace (30 s): a client that went away has its runs end on the head
 WAIT_S = 60.0
 POLL_S = 0.5
-# `holder`'s peek holds a shared lock for a moment: a run's `acquire` refused within this long tries again, so that
+# `who_holds`'s peek holds a shared lock for a moment: a run's `acquire` refused within this long tries again, so that
 # a peek (another driver's --resume waiting, `kappa-rllib tune` checking a fresh folder) never reads as a holder
 PEEK_S = 1.0
 PEEK_POLL_S = 0.01
@@ -65,7 +65,7 @@ def _try_lock(fd: int, exclusive: bool) -> bool:
 
 # the folders whose lock this process holds, by real path: {"fd": its descriptor, "adopt": True while it waits
 # for the Tune run it was taken for (by `take`, before --resume's repair) to adopt it}
-_HELD: dict[str, dict] = {}
+_OUR_LOCKS: dict[str, dict] = {}
 
 
 def acquire(folder, *, run: bool = False) -> str | None:
@@ -74,7 +74,7 @@ def acquire(folder, *, run: bool = False) -> str | None:
     Tune run's callback, which adopts the lock its driver took for it (`take`); a lock this process holds for
     anything else is held."""
     key = os.path.realpath(folder)
-    entry = _HELD.get(key)
+    entry = _OUR_LOCKS.get(key)
     if entry is not None:
         if run and entry["adopt"]:
             entry["adopt"] = False
@@ -103,23 +103,23 @@ def acquire(folder, *, run: bool = False) -> str | None:
         os.pwrite(fd, stamp.encode(), 0)
     except OSError:  # a full disk
         pass
-    _HELD[key] = {"fd": fd, "adopt": not run}
+    _OUR_LOCKS[key] = {"fd": fd, "adopt": not run}
     return None
 
 
-def holds(folder) -> bool:
+def we_hold(folder) -> bool:
     """Whether this process holds the folder's lock."""
-    return os.path.realpath(folder) in _HELD
+    return os.path.realpath(folder) in _OUR_LOCKS
 
 
-def held_fd(folder) -> int | None:
-    entry = _HELD.get(os.path.realpath(folder))
+def our_lock_fd(folder) -> int | None:
+    entry = _OUR_LOCKS.get(os.path.realpath(folder))
     return None if entry is None else entry["fd"]
 
 
 def _unadopted(path) -> bool:
     """Whether `take` took the folder's lock and no run has adopted it yet."""
-    return _HELD.get(os.path.realpath(path), {}).get("adopt", False)
+    return _OUR_LOCKS.get(os.path.realpath(path), {}).get("adopt", False)
 
 
 def release_unadopted(paths) -> None:
@@ -131,7 +131,7 @@ def release_unadopted(paths) -> None:
 
 def release(folder) -> None:
     """Lets go of the folder's lock if this process holds it (the lock goes with the last descriptor)."""
-    entry = _HELD.pop(os.path.realpath(folder), None)
+    entry = _OUR_LOCKS.pop(os.path.realpath(folder), None)
     if entry is not None:
         os.close(entry["fd"])
 
@@ -170,7 +170,7 @@ def _who(fd: int) -> str:
     return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
 
 
-def holder(folder) -> str | None:
+def who_holds(folder) -> str | None:
     """Who holds `folder` (a grid's local folder): "host H, pid P, since T" as its holder wrote it, or None
     where no Tune run holds it (or it does not exist)."""
     path = Path(folder) / LOCK_FILE
@@ -188,11 +188,11 @@ def holder(folder) -> str | None:
         os.close(fd)
 
 
-def holders(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
-    """`holder` of each folder in `paths`, after waiting up to `wait_s` for all of them to be free."""
+def who_holds_each(paths: list[str], wait_s: float = 0.0) -> list[str | None]:
+    """`who_holds` of each folder in `paths`, after waiting up to `wait_s` for all of them to be free."""
     deadline = time.monotonic() + wait_s
     while True:
-        held = [holder(path) for path in paths]
+        held = [who_holds(path) for path in paths]
         if not any(held) or time.monotonic() >= deadline:
             return held
         time.sleep(POLL_S)
@@ -204,7 +204,7 @@ def busy_message(path, name: str, who: str) -> str:
             "RAY_CLIENT_RECONNECT_GRACE_PERIOD, 30 s by default)")
 
 
-def hold(folder, name: str):
+def lock_callback(folder, name: str):
     """A Tune callback holding the grid folder's lock for its Tune run: taken as the run starts (GridBusy,
     one line, where another run holds it), let go as it ends (or with its process).
 
@@ -239,11 +239,11 @@ def hold(folder, name: str):
                 raise GridBusy(busy_message(folder, name, who))
             # (module functions only: this class is pickled by value to the head under Ray Client, with a copy of
             # any module global its methods name, where the functions go by reference)
-            self.held = holds(folder)
+            self.held = we_hold(folder)
 
         @property
         def fd(self):
-            return held_fd(folder) if self.held else None
+            return our_lock_fd(folder) if self.held else None
 
         def on_experiment_end(self, trials, **info):
             if not self.later:
@@ -261,3 +261,8 @@ def hold(folder, name: str):
             self.release()
 
     return HoldFolder()
+
+
+# The names of `we_hold` and `our_lock_fd` before 2026-12-05: a grid's tuner.pkl written then pickles its
+# HoldFolder by value, and the module functions it calls by these names, looked up here when it is read back
+holds, held_fd = we_hold, our_lock_fd

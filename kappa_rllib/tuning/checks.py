@@ -23,7 +23,7 @@ def _holding(paths: list[str]) -> list[tuple[bool, str | None]]:
     """Whether each folder holds anything, and who runs a grid in it now (kappa_rllib.tuning.busy), if anyone."""
     from kappa_rllib.tuning import storage as stores
 
-    return [(stores.holds_files(path), None if stores.is_uri(path) else busy.holder(stores.local_path(path)))
+    return [(stores.holds_files(path), None if stores.is_uri(path) else busy.who_holds(stores.local_path(path)))
             for path in paths]
 
 
@@ -54,8 +54,8 @@ def wait_for_other_drivers(grids, storage, wait_s: float = busy.WAIT_S) -> list[
     client = _ray_client()
     paths = [stores.join(storage, grid.name, resolve=not client) for grid in grids]
     # a local driver takes each free folder's lock as it looks (busy.take), for its Tune run to adopt; through
-    # Ray Client the look is a task on the head that can hold nothing past its end (busy.holders)
-    look = busy.holders if client else busy.take
+    # Ray Client the look is a task on the head that can hold nothing past its end (busy.who_holds_each)
+    look = busy.who_holds_each if client else busy.take
     try:
         held = stores.on_storage(look, paths)
         if any(held):

@@ -114,7 +114,7 @@ def run(grids, storage, *, resume: bool = False, max_concurrent: int | None = No
                                               interval_s=progress_interval_s))
             if not stores.is_uri(path):  # a full disk can cut Tune's experiment state short (kappa_rllib.tuning.retry)
                 callbacks.append(repair.state_backup(Path(path)))
-                holds.append(busy.hold(path, grid.name))  # one Tune run at a time in the folder
+                holds.append(busy.lock_callback(path, grid.name))  # one Tune run at a time in the folder
                 callbacks.append(holds[-1])
             callbacks.append(sync.WholeUploads())  # the driver's files onto storage whole (kappa_rllib.tuning.sync)
             if track:  # one store for the file's grids (kappa_rllib.tuning.tracking), made where the storage is
