@@ -155,7 +155,7 @@ PEEK = textwrap.dedent("""\
 
 
 def test_a_runs_setup_beside_a_peek_takes_the_folder_and_beside_a_run_is_refused_at_once(tmp_path):
-    """issue 64 (LOW 4): `holder()` peeks with a shared lock held for a moment. A run's setup that came at that
+    """issue 64 (LOW 4): `who_holds()` peeks with a shared lock held for a moment. A run's setup that came at that
     moment was refused at once, naming no holder or itself (10 of 834 setups in a loop). It now tries again while
     only a peek holds the folder; a run's lock (exclusive) is still refused at once."""
     from kappa_rllib.tuning import busy
@@ -396,6 +396,37 @@ def test_a_resume_typed_while_the_run_still_goes_waits_for_it_then_goes_on(tmp_p
             shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
+def test_a_buckets_repair_deletes_the_staging_it_merged_only_once_the_bucket_has_the_rows(tmp_path, monkeypatch):
+    """A bucket's repair merges a killed driver's staged rows into a working copy (kappa_rllib.tuning.bucket): the
+    staging folder stays on this node until that copy is written back (`deletions_deferred`), so a write-back cut
+    short (an error, Ctrl-C) loses no row: the next --resume merges them again."""
+    import json
+    import types
+
+    import ray
+
+    from kappa_rllib.tuning import staging as leftovers
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    trial_dir = tmp_path / "work" / "grid" / "T_00000"
+    staged = tmp_path / "session" / "artifacts" / "2026-12-05_10-00-00" / "grid" / "driver_artifacts" / "T_00000"
+    staged.mkdir(parents=True)
+    (staged / "result.json").write_text("".join(json.dumps({"training_iteration": i, "done": i == 2}) + "\n"
+                                                 for i in (1, 2)))
+    trial = types.SimpleNamespace(local_path=str(staged))
+    with pytest.raises(OSError):
+        with leftovers.deletions_deferred():
+            assert leftovers.drop_stale_staging(trial, trial_dir).startswith("2 row(s) the killed driver wrote")
+            assert staged.is_dir()  # merged into the working copy, still here
+            raise OSError("the bucket went away mid write-back")
+    assert staged.is_dir() and (trial_dir / "result.json").is_file()
+    with leftovers.deletions_deferred():
+        leftovers.drop_stale_staging(trial, tmp_path / "work2" / "grid" / "T_00000")
+        assert staged.is_dir()
+    assert not staged.exists()  # the block ended: deleted
+    assert leftovers._DEFERRED is None
+
+
 def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_on_a_cluster_still_up(tmp_path,
                                                                                                      monkeypatch):
     """Tune keeps a trial's staging folder under the run's start time, stored with the trial: a `--resume` on a
@@ -435,6 +466,20 @@ def test_a_killed_drivers_staging_rows_are_merged_into_storage_before_a_resume_o
     assert not staging.exists() and stored() == ([1, 2, 3], [{"training_iteration": 3, "done": True}])
     assert (trial_dir / "progress.csv").read_text() == "training_iteration,x\n1,0\n2,0\n3,0\n"
     assert json.loads((trial_dir / "params.json").read_text()) == {"seed": 0}
+
+    # storage without the trial's folder (a killed driver cut its first upload short: a bucket's checkpoint, a
+    # sync): an unfinished trial's staged rows reach no checkpoint, nothing is merged and no folder made (Tune
+    # starts it afresh); a finished one's rows make its folder, with its params
+    missing = tmp_path / "grid" / "T_00009"
+    stage([1, 2], done=False)
+    assert leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), missing) == (
+        "2 row(s) past its checkpoint dropped: the trial makes them again")
+    assert not missing.exists() and not staging.exists()
+    stage([1, 2], done=True)
+    assert leftovers.drop_stale_staging(types.SimpleNamespace(local_path=str(staging)), missing) == (
+        "2 row(s) the killed driver wrote but never copied onto storage merged into it (the trial finished)")
+    assert [json.loads(r)["training_iteration"] for r in (missing / "result.json").read_text().splitlines()] == [1, 2]
+    assert json.loads((missing / "params.json").read_text()) == {"seed": 0} and not staging.exists()
 
     # an unfinished one with storage at 1 and a whole checkpoint at 3: rows 2-3 merged, 4-5 made again
     for f in trial_dir.iterdir():

@@ -241,7 +241,8 @@ def test_tune_seeds_replace_every_grids_seed_axis_and_bad_seeds_are_one_line():
 
     assert tune_verb.parse_seeds("0-2") == [0, 1, 2]
     assert tune_verb.parse_seeds("3, 0-1,3") == [3, 0, 1]
-    for bad, word in [("a", "integers"), ("2-1", "FIRST <= LAST"), ("-1", "integers"), ("", "integers")]:
+    for bad, word in [("a", "integers"), ("2-1", "FIRST <= LAST"), ("-1", "integers"), ("", "integers"),
+                      ("0-99999999999", "more than 10000 a grid")]:
         with pytest.raises(ValueError, match=word):
             tune_verb.parse_seeds(bad)
     grids = experiments.load_file(str(ROOT / "tune_configs/paper/table2_humanoidstandup.py"))

@@ -869,10 +869,11 @@ def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_befo
     """The file's first grid now makes 2 trials (a seed added), its stored run was started with 1: Tune would
     go on with the stored run's one trial and never run the other, and every --resume would say one is left
     (exit 130: a cluster job retrying on it loops). Refused: one line naming the grid, exit 2, nothing written,
-    before Ray starts. The same count goes on."""
+    before Ray starts. The same count goes on; the same count with other seeds (`--seeds`) is refused too."""
     from ray import cloudpickle
 
     from kappa_rllib import experiments
+    from kappa_rllib.cli import tune as tune_verb
     from kappa_rllib.tuning import checks
 
     file, storage = seam_file(tmp_path, seeds=2), tmp_path / "results"
@@ -888,6 +889,15 @@ def test_a_resume_of_a_grid_that_changed_in_the_file_is_refused_in_one_line_befo
     assert sorted(p.name for p in storage.rglob("*")) == before and not (tmp_path / "ray").exists()
     state.write_bytes(cloudpickle.dumps({"_total_samples": 2, "_finished": True}))
     checks.check_resume(experiments.load_file(str(file)), storage / "seams")  # the same trials: goes on
+    # as many trials, other values on an axis (`--seeds 5-6` where 0-1 ran): refused too, naming the axis
+    state.write_bytes(cloudpickle.dumps({"_total_samples": 2, "_finished": True, "_iterators": [
+        SimpleNamespace(unresolved_spec={"config": {"seed": {"grid_search": [0, 1]}, "lr": 1e-3}})]}))
+    grids = experiments.load_file(str(file))
+    checks.check_resume(grids, storage / "seams")  # the seeds it ran
+    tune_verb._with_seeds(grids, [5, 6])
+    with pytest.raises(ValueError, match=r"grid 'kappa_pi_dqn' has seed \[5, 6\] in the file now, its run there "
+                                         r"was started with \[0, 1\]: a changed grid cannot go on"):
+        checks.check_resume(grids, storage / "seams")
     # counted as Tune counts them: a grid_search at any depth of the config (here the model's layers)
     nested = SimpleNamespace(config={"lr": {"grid_search": [1e-3, 1e-4]},
                                      "model": {"fcnet_hiddens": {"grid_search": [[64], [256]]}}}, num_samples=3)

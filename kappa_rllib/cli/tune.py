@@ -50,8 +50,8 @@ def add_parser(sub) -> None:
                         help="comma-separated grid names: run only these of the file's grids (default: all)")
     tune_p.add_argument("--seeds", default=None,
                         help="seeds to run in place of each grid's seed axis: comma-separated, ranges allowed "
-                             "(0-2 or 0,1,2; 5-9 adds five seeds to a grid that ran 0-4, into another --storage "
-                             "or after it, since a stored grid cannot change). With --resume, pass the same seeds")
+                             "(0-2 or 0,1,2; 5-9 runs five more seeds of a grid that ran 0-4, in another --storage: "
+                             "a stored grid's seeds cannot change). With --resume, pass the same seeds")
     tune_p.add_argument("--report", action="store_true", help="run `report` on the results when the grids finish")
     tune_p.add_argument("--tensorboard", action="store_true",
                         help="also write TensorBoard's events for every trial (off by default: they cost the one "
@@ -73,6 +73,9 @@ def _select(grids, names: str | None, file: str):
     return [by_name[name] for name in dict.fromkeys(wanted)]  # in the order given
 
 
+MAX_SEEDS = 10_000  # a typo's guard: 0-10000000000 would build the list before Tune refused it
+
+
 def parse_seeds(text: str) -> list[int]:
     """`--seeds`: "0,1,2", "0-2" or "0-2,7" -> [0, 1, 2(, 7)], each once, in the order given."""
     seeds = []
@@ -84,6 +87,8 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"--seeds {text!r}: give seeds as 0,1,2 or a range 0-2 (integers >= 0)") from None
         if lo < 0 or hi < lo:
             raise ValueError(f"--seeds {text!r}: a range FIRST-LAST needs 0 <= FIRST <= LAST, got {part!r}")
+        if hi - lo >= MAX_SEEDS:
+            raise ValueError(f"--seeds {text!r}: {hi - lo + 1} seeds in {part!r}, more than {MAX_SEEDS} a grid")
         seeds += range(lo, hi + 1)
     return list(dict.fromkeys(seeds))
 

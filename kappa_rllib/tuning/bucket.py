@@ -13,9 +13,11 @@ grid:
 2. the checkpoints Tune's newest state names are pointed at the working copy (`_map_checkpoints`);
 3. `repair.repair_state` runs on the working copy, as on any folder;
 4. where it changed something, the checkpoints are pointed back at the bucket, and the working copy's changes are
-   written back: what it moved into `.kappa_orphans/` moved there in the bucket (copied, then deleted), the files it
-   changed or made uploaded (Tune's newest experiment state last), what it deleted deleted. A checkpoint's files
-   are only ever moved, never uploaded from the working copy.
+   written back: the files it changed or made uploaded (the rows merged from staging first), what it moved into
+   `.kappa_orphans/` moved there in the bucket (copied, then deleted), Tune's newest experiment state uploaded, what
+   it deleted deleted. A checkpoint's files are only ever moved, never uploaded from the working copy. The staging
+   folders whose rows it merged are deleted only after that (`staging.deletions_deferred`): a repair cut short
+   loses no row, and the next --resume merges them again.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from kappa_rllib import checkpoints
+from kappa_rllib.tuning import staging
 from kappa_rllib.tuning.staging import ORPHANS
 
 
@@ -53,13 +56,15 @@ def repair(uri: str) -> list[str]:
             except Exception as e:  # noqa: BLE001 - a state this code cannot read: Tune restores it as it is
                 return [f"could not check which checkpoint each trial resumes from ({type(e).__name__}: {e}); "
                         "the bucket is left as it was"]
-        said = folder_repair.repair_state(work)
-        if not said:
-            return []
-        state = folder_repair._newest_state(work)
-        if state is not None:
-            _map_checkpoints(state, lambda path, filesystem: _to_bucket(path, filesystem, fs, root, work))
-        _write_back(fs, root, work, before, state)
+        # the staging folders whose rows the repair merges stay on this node until the bucket has those rows
+        with staging.deletions_deferred():
+            said = folder_repair.repair_state(work)
+            if not said:
+                return []
+            state = folder_repair._newest_state(work)
+            if state is not None:
+                _map_checkpoints(state, lambda path, filesystem: _to_bucket(path, filesystem, fs, root, work))
+            _write_back(fs, root, work, before, state)
     return said
 
 
@@ -141,20 +146,28 @@ def _map_checkpoints(state_file: Path, where) -> None:
 
 
 def _write_back(fs, root: str, work: Path, before: dict, state: Path | None) -> None:
-    """The working copy's changes onto the bucket: moves into ORPHANS, then changed and new files (the
-    experiment state last), then deletions."""
+    """The working copy's changes onto the bucket: changed and new files (the rows merged from staging first),
+    then moves into ORPHANS, then Tune's newest experiment state, then deletions. Cut short anywhere, the bucket
+    holds whole files, and the next --resume repairs it again (staged rows are merged only past storage's)."""
     now = {p.relative_to(work).as_posix(): p for p in work.rglob("*") if p.is_file()}
     gone = [rel for rel in before if rel not in now]
     moved = [rel for rel in gone if f"{ORPHANS}/{rel}" in now]
-    for rel in moved:  # server-side copies: a checkpoint's files never pass through here
-        fs.copy_file(f"{root}/{rel}", f"{root}/{ORPHANS}/{rel}")
     last = state.relative_to(work).as_posix() if state is not None else None
     changed = [rel for rel, path in now.items()
                if rel.split("/")[0] != ORPHANS and not _is_payload(rel) and not rel.endswith(".tmp")
                and before.get(rel) != _digest(path.read_bytes())]
-    for rel in sorted(changed, key=lambda r: r == last):
+
+    def upload(rel: str) -> None:
         with fs.open_output_stream(f"{root}/{rel}") as f:
             f.write(now[rel].read_bytes())
+
+    for rel in changed:
+        if rel != last:
+            upload(rel)
+    for rel in moved:  # server-side copies: a checkpoint's files never pass through here
+        fs.copy_file(f"{root}/{rel}", f"{root}/{ORPHANS}/{rel}")
+    if last in changed:
+        upload(last)
     for rel in gone:
         fs.delete_file(f"{root}/{rel}")
     shutil.rmtree(work, ignore_errors=True)

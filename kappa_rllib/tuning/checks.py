@@ -130,43 +130,55 @@ def count_trials(grid) -> int:
 
 
 def check_resume(grids, storage) -> None:
-    """ValueError (one line) where a grid of the file now makes another number of trials than its stored run
-    under `storage` was started with (a seed, a kappa added or taken away): Tune would go on with the stored
-    run's trials and ignore the file's, so an added trial would never run (each --resume saying it is left)
-    and a removed one would still run. Nothing is written; the stored runs are read where the storage is
-    (`storage.on_storage`)."""
+    """ValueError (one line) where a grid of the file now makes other trials than its stored run under `storage`
+    was started with: another number (a seed, a kappa added or taken away), or another value on an axis (seeds
+    5-9 where 0-4 ran: `--seeds`). Tune would go on with the stored run's trials and ignore the file's, so an
+    added trial would never run (each --resume saying it is left) and a removed one would still run. Nothing is
+    written; the stored runs are read where the storage is (`storage.on_storage`)."""
     from kappa_rllib.tuning import storage as stores
 
     paths = [stores.join(storage, grid.name, resolve=not _ray_client()) for grid in grids]
-    for grid, path, stored in zip(grids, paths, stores.on_storage(_stored_totals, paths)):
+    for grid, path, (stored, axes) in zip(grids, paths, stores.on_storage(_stored_runs, paths)):
         now = count_trials(grid)
         if isinstance(stored, int) and stored != now:
             raise ValueError(f"{path}: grid {grid.name!r} makes {now} trials in the file now, its run "
                              f"there was started with {stored}: a changed grid cannot go on in its folder; put the "
-                             "file back as it was, or run the changed grid in another --storage")
+                             "file (and --seeds) back as it was, or run the changed grid in another --storage")
+        for axis, values in grid.axes().items():
+            if axis in axes and list(axes[axis]) != list(values):
+                raise ValueError(f"{path}: grid {grid.name!r} has {axis} {list(values)} in the file now, its run "
+                                 f"there was started with {list(axes[axis])}: a changed grid cannot go on in its "
+                                 "folder; put the file (and --seeds) back as it was, or run the changed grid in "
+                                 "another --storage")
 
 
-def _stored_totals(paths: list[str]) -> list:
-    """The number of trials each stored run at `paths` was started with (its search state's `_total_samples`),
-    None where there is none or it cannot be read (cut short: repair_state and Tune's restore say so)."""
+def _stored_runs(paths: list[str]) -> list[tuple]:
+    """(the number of trials, {axis: its values}) each stored run at `paths` was started with (its search state's
+    `_total_samples`, and the grid_search axes of its config), (None, {}) where there is none or it cannot be read
+    (cut short: repair_state and Tune's restore say so)."""
     import pyarrow.fs
     from ray import cloudpickle
     from ray.train._internal.storage import get_fs_and_path
 
-    totals = []
+    runs = []
     for path in paths:
         fs, fs_path = get_fs_and_path(str(path), None)
         states = sorted(info.path for info in fs.get_file_info(pyarrow.fs.FileSelector(fs_path, allow_not_found=True))
                         if info.base_name.startswith("basic-variant-state-") and info.base_name.endswith(".json"))
-        stored = None
+        stored, axes = None, {}
         if states:
             try:
                 with fs.open_input_file(states[-1]) as f:  # Tune's newest, as its restore picks it (by name)
-                    stored = cloudpickle.loads(f.readall()).get("_total_samples")
+                    state = cloudpickle.loads(f.readall())
+                stored = state.get("_total_samples")
+                for iterator in state.get("_iterators", []):
+                    config = iterator.unresolved_spec.get("config", {})
+                    axes.update({k: v["grid_search"] for k, v in config.items()
+                                 if isinstance(v, dict) and set(v) == {"grid_search"}})
             except Exception:  # noqa: BLE001 - cut short or unreadable: repair_state and Tune's restore say so
                 stored = None
-        totals.append(stored)
-    return totals
+        runs.append((stored, axes))
+    return runs
 
 
 def restorable(path) -> bool:

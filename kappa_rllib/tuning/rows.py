@@ -209,7 +209,7 @@ def merge_staged_rows(staging, trial_dir, upto: float) -> int:
                 break
             extra.append(line)
     if extra:
-        trial_dir.mkdir(exist_ok=True)  # (none on storage yet: a bucket's first checkpoint cut short)
+        trial_dir.mkdir(parents=True, exist_ok=True)  # (none on storage yet: a bucket's first checkpoint cut short)
         replace(trial_dir / "result.json", b"".join(line + b"\n" for line in kept + extra))
         csv_staged, csv_kept = lines(staging / "progress.csv"), lines(trial_dir / "progress.csv")
         if csv_staged and (not csv_kept or csv_kept[0] == csv_staged[0]) and csv_staged[: len(csv_kept)] == csv_kept:
@@ -221,7 +221,7 @@ def merge_staged_rows(staging, trial_dir, upto: float) -> int:
                 else:  # storage has none yet: the header, the rows storage's result.json has, then the merged
                     base, more = csv_staged[:1], csv_staged[1: 1 + len(kept) + len(extra)]
                 replace(trial_dir / "progress.csv", b"".join(line + b"\n" for line in base + more))
-    for name in ("params.json", "params.pkl"):
-        if (staging / name).is_file() and not (trial_dir / name).exists():
+    for name in ("params.json", "params.pkl"):  # (no folder: nothing merged, and Tune starts the trial afresh)
+        if trial_dir.is_dir() and (staging / name).is_file() and not (trial_dir / name).exists():
             shutil.copyfile(staging / name, trial_dir / name)
     return len(extra)

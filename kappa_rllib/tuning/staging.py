@@ -9,11 +9,36 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 from kappa_rllib.tuning.rows import _count_rows, _finished, merge_staged_rows
 
 ORPHANS = ".kappa_orphans"  # where `_set_aside_orphans` moves trial folders the state does not know
+_DEFERRED: list | None = None  # staging folders to delete once `deletions_deferred`'s block has ended
+
+
+@contextlib.contextmanager
+def deletions_deferred():
+    """The staging folders this module would delete, deleted only when the block ends without an error: a bucket's
+    repair (kappa_rllib.tuning.bucket) merges staged rows into a working copy, so they stay on this node until that
+    copy is written back, and a repair cut short merges them again on the next --resume."""
+    global _DEFERRED
+    outer, _DEFERRED = _DEFERRED, []
+    try:
+        yield
+        for path in _DEFERRED:
+            shutil.rmtree(path, ignore_errors=True)
+    finally:
+        _DEFERRED = outer
+
+
+def _delete(path) -> None:
+    if _DEFERRED is not None:
+        _DEFERRED.append(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def set_aside_orphans(folder, trials) -> list[str]:
@@ -31,7 +56,6 @@ def set_aside_orphans(folder, trials) -> list[str]:
 
     A folder of a trial that the state lacks but Tune's search state has already made (the two states saved at
     different moments) is left where it is, with a line: Tune will not run that trial again (`_made_by_search`)."""
-    import shutil
 
     from kappa_rllib.tuning import repair
 
@@ -56,7 +80,7 @@ def set_aside_orphans(folder, trials) -> list[str]:
             shutil.rmtree(target)
         path.rename(target)
         for staged in _staged_copies(own, folder.name, path.name):
-            shutil.rmtree(staged, ignore_errors=True)
+            _delete(staged)
         said.append(f"{path.name}: a trial folder Tune's saved state does not know (made after its last save, "
                     f"then the driver was killed) moved to {ORPHANS}/: the trial runs again from its start")
     return said
@@ -114,7 +138,6 @@ def drop_stale_staging(trial, trial_dir) -> str | None:
     next, finds its rows reach it); each folder is merged oldest first, then deleted, and the resume goes on from
     storage (Tune copies storage's rows back into staging as the trial starts). Needs Ray (the session); runs
     where the driver does."""
-    import shutil
 
     import ray
 
@@ -129,13 +152,13 @@ def drop_stale_staging(trial, trial_dir) -> str | None:
         upto = float("inf") if finished else (whole[-1][0] if whole else 0)
         merged = merge_staged_rows(staging, trial_dir, upto)
         rows_there, rows_kept = _count_rows(staging / "result.json"), _count_rows(trial_dir / "result.json")
-        shutil.rmtree(staging, ignore_errors=True)
+        _delete(staging)
         if merged:
             said.append(f"{merged} row(s) the killed driver wrote but never copied onto storage merged into it "
                         f"({'the trial finished' if finished else f'up to its checkpoint at iteration {upto}'})")
         if rows_there > rows_kept:
             said.append(f"{rows_there - rows_kept} row(s) past its checkpoint dropped: the trial makes them again")
-        if staging.exists():
+        if staging.exists() and _DEFERRED is None:
             said.append(f"the killed driver's staging folder {staging} could not be deleted: its rows may reach "
                         "storage")
         finished_any = finished_any or finished
