@@ -365,6 +365,7 @@ def test_a_bucket_grid_is_repaired_through_a_working_copy_its_checkpoints_moved_
     after = files()
     assert {rel: data for rel, data in after.items() if rel.startswith(".kappa_orphans/")} == {
         f".kappa_orphans/{rel}": data for rel, data in copied.items()}  # the bytes as they were
+    assert fs.get_file_info(f"{root}/{twice}").type == pyarrow.fs.FileType.NotFound  # no empty folder left
     [state] = sorted(rel for rel in before if rel.startswith("experiment_state-"))[-1:]
     unchanged = {rel: data for rel, data in after.items() if not rel.startswith(".kappa_orphans/") and rel != state}
     assert unchanged == {rel: data for rel, data in before.items() if rel != state}

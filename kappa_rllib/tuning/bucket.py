@@ -170,4 +170,18 @@ def _write_back(fs, root: str, work: Path, before: dict, state: Path | None) -> 
         upload(last)
     for rel in gone:
         fs.delete_file(f"{root}/{rel}")
+    _drop_emptied_folders(fs, root, gone)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _drop_emptied_folders(fs, root: str, gone: list[str]) -> None:
+    """The folders (S3's empty "directory" markers) that held only files deleted here: gone too, deepest first, so
+    that a moved trial folder leaves no empty folder of its name in the grid."""
+    import pyarrow.fs
+
+    folders = {"/".join(rel.split("/")[:depth]) for rel in gone for depth in range(1, rel.count("/") + 1)}
+    for folder in sorted(folders, key=lambda f: -f.count("/")):
+        path = f"{root}/{folder}"
+        left = fs.get_file_info(pyarrow.fs.FileSelector(path, recursive=True, allow_not_found=True))
+        if not any(info.type == pyarrow.fs.FileType.File for info in left):
+            fs.delete_dir(path)
