@@ -17,8 +17,9 @@ first. At kappa = 0.99 and C_FA 0.2, N_kappa is 3 (Eq. 11): three kappa-iteratio
 solving the surrogate MDP at a discount of 0.99 * 0.99.
 
 Cost: one CPU per trial, two at a time on a 2-core machine. HumanoidStandup's env steps (a 348-dimensional
-observation, 17 actuators, episodes always 1,000 steps) cost about twice Hopper's; a trial is ~1 hour of one
-core here, the file ~35 trial-hours: run it across sessions with `--resume`.
+observation, 17 actuators, episodes always 1,000 steps) cost about twice Hopper's; a trial took 17 min (TRPO) to
+31-42 min (the kappa cells) of one core here (2026-12-05), the file ~18 trial-hours: run it across sessions with
+`--resume`, or a few seeds at a time with `--seeds` (3 a cell to start: `--seeds 0-2`).
 
     kappa-rllib tune tune_configs/paper/table2_humanoidstandup.py --storage S --num-cpus 2 --checkpoint-every 50
     kappa-rllib tune tune_configs/paper/table2_humanoidstandup.py --storage S --num-cpus 2 --checkpoint-every 50 \
