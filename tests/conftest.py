@@ -30,11 +30,17 @@ def ray_local():
 S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+def s3_filesystem(endpoint: str, **options):
+    """pyarrow's S3 filesystem on moto's server at `endpoint` (`s3_endpoint`), as the tests read the bucket."""
+    import pyarrow.fs
+
+    return pyarrow.fs.S3FileSystem(endpoint_override=endpoint, access_key="test", secret_key="test",
+                                   region="us-east-1", **options)
+
+
 @pytest.fixture
 def s3_endpoint():
     """moto's S3 server on a loopback port, with the bucket `kappa-seams`: http://127.0.0.1:PORT."""
-    import pyarrow.fs
-
     from nodes import free_port, listening
 
     port = free_port()
@@ -46,8 +52,7 @@ def s3_endpoint():
             assert time.time() < deadline and server.poll() is None, "moto's S3 server did not start"
             time.sleep(0.2)
         endpoint = f"http://127.0.0.1:{port}"
-        pyarrow.fs.S3FileSystem(endpoint_override=endpoint, access_key="test", secret_key="test",
-                                region="us-east-1", allow_bucket_creation=True).create_dir("kappa-seams")
+        s3_filesystem(endpoint, allow_bucket_creation=True).create_dir("kappa-seams")
         yield endpoint
     finally:
         os.killpg(server.pid, signal.SIGKILL)

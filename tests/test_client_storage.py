@@ -328,7 +328,7 @@ def test_a_bucket_grid_is_repaired_through_a_working_copy_its_checkpoints_moved_
     import pyarrow.fs
     from ray.tune.experiment.trial import Trial
 
-    from conftest import S3_ENV
+    from conftest import S3_ENV, s3_filesystem
     from kappa_rllib.tuning import bucket
     from test_seams import CLI as TUNE_CLI, seam_file
 
@@ -338,8 +338,7 @@ def test_a_bucket_grid_is_repaired_through_a_working_copy_its_checkpoints_moved_
             "--checkpoint-every", "1"]
     first = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
-    fs = pyarrow.fs.S3FileSystem(endpoint_override=s3_endpoint, access_key="test", secret_key="test",
-                                 region="us-east-1")
+    fs = s3_filesystem(s3_endpoint)
     root = f"kappa-seams/{tmp_path.name}/seams/dqn"
 
     def files() -> dict[str, bytes]:

@@ -314,10 +314,9 @@ class Storage:
         return {**S3_ENV, "AWS_ENDPOINT_URL": self.endpoint} if self.endpoint else {}
 
     def _fs(self):
-        import pyarrow.fs
+        from conftest import s3_filesystem
 
-        return pyarrow.fs.S3FileSystem(endpoint_override=self.endpoint, access_key="test", secret_key="test",
-                                       region="us-east-1")
+        return s3_filesystem(self.endpoint)
 
     def ends_done(self, trial_name: str) -> bool:
         """Whether the trial's rows on storage end in `done`."""
