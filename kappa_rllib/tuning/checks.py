@@ -129,6 +129,10 @@ def count_trials(grid) -> int:
     return _count_variants({"config": space, "num_samples": grid.num_samples}, [])
 
 
+_CHANGED = ("a changed grid cannot go on in its folder; put the file (and --seeds) back as it was, or run the "
+            "changed grid in another --storage")
+
+
 def check_resume(grids, storage) -> None:
     """ValueError (one line) where a grid of the file now makes other trials than its stored run under `storage`
     was started with: another number (a seed, a kappa added or taken away), or another value on an axis (seeds
@@ -142,14 +146,11 @@ def check_resume(grids, storage) -> None:
         now = count_trials(grid)
         if isinstance(stored, int) and stored != now:
             raise ValueError(f"{path}: grid {grid.name!r} makes {now} trials in the file now, its run "
-                             f"there was started with {stored}: a changed grid cannot go on in its folder; put the "
-                             "file (and --seeds) back as it was, or run the changed grid in another --storage")
+                             f"there was started with {stored}: {_CHANGED}")
         for axis, values in grid.axes().items():
             if axis in axes and list(axes[axis]) != list(values):
                 raise ValueError(f"{path}: grid {grid.name!r} has {axis} {list(values)} in the file now, its run "
-                                 f"there was started with {list(axes[axis])}: a changed grid cannot go on in its "
-                                 "folder; put the file (and --seeds) back as it was, or run the changed grid in "
-                                 "another --storage")
+                                 f"there was started with {list(axes[axis])}: {_CHANGED}")
 
 
 def _stored_runs(paths: list[str]) -> list[tuple]:
