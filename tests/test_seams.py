@@ -1263,3 +1263,94 @@ def test_a_trial_whose_error_file_never_reached_storage_counts_as_failed(tmp_pat
     monkeypatch.setattr(stores, "on_storage", lambda fn, *args: (_ for _ in ()).throw(OSError("on the cluster's head: gone")))
     found = failures.failures(grid)
     assert len(found) == 3 and "its error could not be read (OSError: on the cluster's head: gone)" in str(found[0][1])
+
+
+@pytest.mark.learning
+def test_trials_a_killed_driver_made_or_started_after_tunes_last_save_are_adopted_not_run_twice(tmp_path):
+    """Tune saves its experiment state and its search state at most every ~10 s, each at its own moment; a trial's
+    folder reaches storage sooner, with its first checkpoint. A driver killed in between leaves trial folders its
+    state does not know. Made here from a finished 4-trial grid (a laptop's driver killed with its Ray, the staged
+    rows of trials 1 and 2 lost with it):
+
+    * trial 1: the state holds it PENDING, with no folder (it started after the save); its rows reach iteration 3;
+    * trial 2: the state lacks it, the search state has made it (saved after the experiment state); rows to 3;
+    * trial 3: the state lacks it and the search has not made it; it finished.
+
+    Before, trials 1 and 3 were set aside and run again from their start, and trial 2 was never run again
+    (unfinished for good). Adopted, 1 and 2 go on from their checkpoint at iteration 3 (their first three rows
+    kept as they were) and 3 stays finished: four folders, each trial once, rows 1..4 once each."""
+    from ray import cloudpickle
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.tune.experiment.trial import Trial, _TrainingRunMetadata
+    from ray.tune.search.basic_variant import _VariantIterator
+    from ray.tune.search.variant_generator import generate_variants
+
+    from kappa_rllib import checkpoints
+
+    file, storage, ray_tmp = tmp_path / "adopt.py", tmp_path / "results", Path(f"/tmp/ks{os.getpid()}h")
+    file.write_text(textwrap.dedent(f"""\
+        from kappa_rllib.experiments import SMOKE_SETTINGS, paper_grids
+
+        def experiments(smoke=False):
+            return paper_grids("dqn", "CartPole-v1", kappas=[0.84], c_fa=[0.2], num_seeds=4, variants=("pi",),
+                               baseline=False, **{{**SMOKE_SETTINGS["dqn"], "total_env_steps": {T}}})
+        """))
+    env = environment(ray_tmp)
+    out = run(tune_args(file, storage), env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    grid_dir = storage / "adopt" / "kappa_pi_dqn"
+    folders = sorted(p.name for p in grid_dir.iterdir() if p.is_dir())
+    assert len(folders) == 4
+    before = {name: (grid_dir / name / "result.json").read_text() for name in folders}
+    state_file = sorted(grid_dir.glob("experiment_state-*.json"))[-1]
+    state = json.loads(state_file.read_text())
+    rows = sorted(state["trial_data"], key=lambda row: json.loads(row[0])["trial_id"])
+    ids = [json.loads(row[0])["trial_id"] for row in rows]
+    # trial 1: PENDING without a folder, as Tune holds a trial it has not started
+    trial = Trial.from_json_state(rows[1][0], stub=True)
+    trial.relative_logdir, trial.storage.trial_dir_name, trial.status = None, None, "PENDING"
+    trial.invalidate_json_state()
+    trial_state = json.loads(trial.get_json_state()[0])
+    trial_state["stub"] = False
+    trial.restore_run_metadata(rows[1][1])
+    fresh = _TrainingRunMetadata()
+    fresh.checkpoint_manager = _CheckpointManager(checkpoint_config=trial.run_metadata.checkpoint_manager
+                                                  .checkpoint_config)
+    state["trial_data"] = [rows[0], [json.dumps(trial_state), fresh.get_json_state()]]  # 2 and 3 lacking
+    state_file.write_text(json.dumps(state))
+    # the search state: trials 0-2 made (its counter 3), trial 3 not yet; 1 and 2 live
+    search_file = sorted(grid_dir.glob("basic-variant-state-*.json"))[-1]
+    search = cloudpickle.loads(search_file.read_bytes())
+    [iterator] = search["_iterators"]
+    variants = list(generate_variants(iterator.unresolved_spec, random_state=iterator.random_state))
+    iterator.counter, iterator.variants = 3, _VariantIterator(variants[3:], lazy_eval=False)
+    search["_finished"], search["_live_trials"] = False, {ids[1], ids[2]}
+    search_file.write_bytes(cloudpickle.dumps(search))
+    for name in folders[1:3]:  # rows to iteration 3, the final checkpoint not yet written, staged rows lost
+        for rows_file, keep in (("result.json", 3), ("progress.csv", 4)):
+            lines = (grid_dir / name / rows_file).read_text().splitlines(keepends=True)
+            (grid_dir / name / rows_file).write_text("".join(lines[:keep]))
+        for path in grid_dir.glob(f"{name}/checkpoint_*"):
+            if checkpoints.check(path).get("done"):
+                shutil.rmtree(path)
+        for staged in ray_tmp.rglob(f"driver_artifacts/{name}"):
+            shutil.rmtree(staged)
+    out = run([*tune_args(file, storage), "--resume"], env)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    said = out.stderr
+    assert (f"{folders[1]}: started after Tune last saved its state (then the driver was killed): adopted, it goes "
+            "on from what its folder holds") in said, said
+    for name in folders[2:]:
+        assert (f"{name}: made after Tune last saved its state (then the driver was killed): adopted, it goes on "
+                "from what its folder holds") in said, said
+    assert said.count("(iteration 3), its newest whole checkpoint its rows reach") == 2, said
+    assert f"{folders[3]}: finished at iteration 4 after Tune last saved its state: kept as finished" in said, said
+    assert sorted(p.name for p in grid_dir.iterdir() if p.is_dir()) == folders  # none set aside, none made again
+    timelines = check_invariants(storage / "adopt", grids=("kappa_pi_dqn",), trials_per_grid=4)
+    assert sorted(timelines) == ids and all(len(rows) == 4 for _, rows in timelines.values())
+    for name in folders:  # trials 1 and 2 went on from iteration 3; 0 and 3 were not run again
+        after = (grid_dir / name / "result.json").read_text().splitlines()
+        assert after[:3] == before[name].splitlines()[:3] and len(after) == 4, name
+        assert (after[3] == before[name].splitlines()[3]) == (name in (folders[0], folders[3])), name
+    search = cloudpickle.loads(sorted(grid_dir.glob("basic-variant-state-*.json"))[-1].read_bytes())
+    assert search["_iterators"][0].counter == 4 and search["_live_trials"] == set()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kappa_rllib.tuning import staging
+from kappa_rllib.tuning import adopt, staging
 from kappa_rllib.tuning.rows import (
     _cut_partial_line,
     _drop_bad_rows,
@@ -145,7 +145,10 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
       then those of its new timeline, never one with a gap;
     * a checkpoint of another trial (a PBT / PB2 exploit) that is whole stays as the state names it, and so
       does any whole one a population member's state names (its iterations go back at an exploit);
-    * a trial kept as finished leaves the search state's live set too (`_forget_live`).
+    * a trial kept as finished leaves the search state's live set too (`_forget_live`);
+    * a trial a killed driver made or started after the state was saved is adopted into it first
+      (kappa_rllib.tuning.adopt), and goes on as the others; a trial folder that cannot be adopted is set aside
+      (`staging.set_aside_orphans`).
     """
     import json
 
@@ -158,6 +161,10 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     population = (folder / POPULATION_MARKER).is_file()
     done, kept_finished = [], set()
     trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state.get("trial_data", [])]
+    try:  # trials a killed driver made or started after this state was saved: named in it (kappa_rllib.tuning.adopt)
+        done += adopt.adopt_orphans(folder, state, trials)
+    except Exception as e:  # noqa: BLE001 - a state this code cannot read: such folders are set aside, next
+        done.append(f"could not adopt the trial folders Tune's saved state does not know ({type(e).__name__}: {e})")
     done += staging.set_aside_orphans(folder, trials)
     for trial, row in trials:
         if trial.status == Trial.TERMINATED:
