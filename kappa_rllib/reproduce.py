@@ -35,6 +35,13 @@ class Repeat:
     first_difference: int | None  # the first iteration whose episode returns differ (1-based), None if none
     published: list  # per iteration: the published row's episode returns
     repeated: list  # per iteration: this run's
+    cpus: tuple = (None, None)  # the CPU the trial ran on, as its rows record it (None where they do not), and this
+
+    def machines(self) -> str:
+        """Where each ran, as far as the trial's rows say: "published on X, repeated on Y"."""
+        published, here = self.cpus
+        return (f"published on {published or 'a CPU its rows do not record'}, repeated on {here or 'an unknown CPU'}"
+                + (" (the same kind)" if published and published == here else ""))
 
     @property
     def identical(self) -> bool:
@@ -136,4 +143,8 @@ def repeat(trial, iterations: int, torch_threads: int = 1) -> Repeat:
                 first = i + 1
     finally:
         algo.stop()
-    return Repeat(str(trial), type(algo).__name__, iterations, first, published, repeated)
+    from kappa_rllib import versions
+
+    recorded = next((r[versions.KEY] for r in rows if isinstance(r.get(versions.KEY), dict)), {})
+    return Repeat(str(trial), type(algo).__name__, iterations, first, published, repeated,
+                  cpus=(recorded.get(versions.CPU), versions.cpu()))

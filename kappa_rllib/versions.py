@@ -7,6 +7,9 @@ its config is too), from the process that ran it: on a cluster, the worker's, wh
 They go to result.json, not progress.csv (kappa_rllib.tuning.tracking.loggers.RowsCSV).
 `report` says which versions its trials ran with (kappa_rllib.report).
 
+`cpu` names the processor (its model and the widest vector instructions it offers): a float sum rounds with the
+kernel its CPU runs, so a published trial repeats bit for bit only on the same kind (docs/reliability.md).
+
 "kappa-rllib 0.1.0" names no code: `kappa-rllib commit` is the git commit of the source the process imported,
 with "-dirty" where that checkout had uncommitted changes (`source_commit`); it is absent where the package is no
 git checkout of its own (a wheel, an image)."""
@@ -36,7 +39,35 @@ def libraries() -> dict[str, str]:
             continue
         if name == "kappa-rllib" and source_commit():
             found[COMMIT] = source_commit()
+    if cpu():
+        found[CPU] = cpu()
     return found
+
+
+CPU = "cpu"
+CPUINFO = Path("/proc/cpuinfo")
+
+
+@functools.cache
+def cpu() -> str | None:
+    """"AMD EPYC 9R14 (avx512)": /proc/cpuinfo's model name and the widest of the vector extensions torch and
+    MuJoCo's kernels pick from (avx512, avx2, avx, sse4_2); the platform's processor name elsewhere; None where
+    neither is known."""
+    try:
+        info = CPUINFO.read_text(errors="replace")
+    except OSError:
+        return platform.processor() or None
+    fields = {}
+    for line in info.splitlines():
+        key, _, value = line.partition(":")
+        if not line.strip():
+            break  # the first processor's fields are enough
+        fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name") or fields.get("Model") or platform.processor()
+    flags = set(fields.get("flags", "").split())
+    widest = next((name for flag, name in (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"),
+                                           ("sse4_2", "sse4_2")) if flag in flags), None)
+    return (f"{model} ({widest})" if widest else model) or None
 
 
 COMMIT = "kappa-rllib commit"

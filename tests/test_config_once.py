@@ -103,6 +103,30 @@ def test_the_versions_a_row_names_are_the_installed_ones():
     assert found["torch"] == torch.__version__ and found["gymnasium"] == gymnasium.__version__
     assert found["kappa-rllib"] == metadata.version("kappa-rllib") and found["mujoco"] == metadata.version("mujoco")
     assert list(found)[:4] == ["python", "kappa-rllib", "kappa-rllib commit", "ray"]
+    from kappa_rllib import versions
+
+    assert found["cpu"] == versions.cpu() and list(found)[-1] == "cpu"
+
+
+def test_the_cpu_is_named_by_its_model_and_widest_vector_extension(tmp_path, monkeypatch):
+    """A float sum rounds with the kernel the CPU runs (its vector width): the record names both, read from the
+    first processor of /proc/cpuinfo."""
+    from kappa_rllib import versions
+
+    def cpu_of(text):
+        versions.cpu.cache_clear()
+        (tmp_path / "cpuinfo").write_text(text)
+        monkeypatch.setattr(versions, "CPUINFO", tmp_path / "cpuinfo")
+        return versions.cpu()
+
+    one = "processor\t: 0\nmodel name\t: {model}\nflags\t\t: fpu sse4_2 {flags}\n\nprocessor\t: 1\nmodel name\t: other\n"
+    try:
+        assert cpu_of(one.format(model="AMD EPYC 9R14", flags="avx avx2 avx512f avx512bw")) == "AMD EPYC 9R14 (avx512)"
+        assert cpu_of(one.format(model="Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz", flags="avx avx2")) == \
+            "Intel(R) Xeon(R) CPU E5-2686 v4 @ 2.30GHz (avx2)"
+        assert cpu_of(one.format(model="Some CPU", flags="")) == "Some CPU (sse4_2)"
+    finally:
+        versions.cpu.cache_clear()
 
 
 def test_a_trial_names_the_commit_of_its_code_and_dirty_where_the_tree_had_changes(tmp_path):

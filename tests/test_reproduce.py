@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kappa_rllib import versions
+
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "docs" / "results" / "table2" / "trials"
 CLI = [sys.executable, "-m", "kappa_rllib.cli"]
@@ -25,8 +27,9 @@ def another_machine_type(outcome) -> str | None:
     iteration, acted by the initial policy before any update, already differs, and its first episode that differs
     does so only in its last digits (a relative 1e-5 at most; the episodes after it may part further, as a
     walker's fall comes a step sooner or later): the CPU's floating point (its kernels' vector width and fused
-    multiply-adds, in torch and MuJoCo), not the code. The published trials record no CPU; on 2026-12-05's machine
-    (AMD EPYC, AVX-512) every one parts this way, where the machine they ran on repeated them bit for bit."""
+    multiply-adds, in torch and MuJoCo), not the code. The published trials predate the CPU record (`versions.cpu`);
+    on 2026-12-05's machine (AMD EPYC, AVX-512) every one parts this way, where the machine they ran on repeated them
+    bit for bit."""
     import math
 
     if outcome.first_difference != 1:
@@ -37,7 +40,7 @@ def another_machine_type(outcome) -> str | None:
         return None
     return (f"another machine type: iteration 1 (the initial policy's episodes) parts in its last digits "
             f"(published {a!r}, repeated {b!r}); bit for bit only on the machine type the trial ran on "
-            "(docs/reliability.md)")
+            f"({outcome.machines()}; docs/reliability.md)")
 
 
 def test_a_published_mujoco_trial_repeats_bit_for_bit(ray_local):
@@ -77,6 +80,22 @@ def test_the_repeat_command_says_where_a_trial_parts(tmp_path, ray_local):
     done = subprocess.run([*CLI, "repeat", str(copy), "--iterations", "3"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 1 and "iteration 2 differs first, at its episode 3" in done.stdout, done.stdout
+    assert done.stdout.rstrip().endswith(f"published on a CPU its rows do not record, repeated on {versions.cpu()}")
+
+
+def test_a_repeat_says_which_cpu_each_run_was_on():
+    """Bit for bit holds on one kind of CPU: the outcome names the one the trial's rows record and this one."""
+    from kappa_rllib.reproduce import Repeat
+
+    def outcome(cpus):
+        return Repeat("t", "TRPO", 1, 1, [[1.0]], [[2.0]], cpus=cpus)
+
+    assert outcome(("AMD EPYC (avx512)", "Intel Xeon (avx2)")).machines() == \
+        "published on AMD EPYC (avx512), repeated on Intel Xeon (avx2)"
+    assert outcome(("AMD EPYC (avx512)",) * 2).machines() == \
+        "published on AMD EPYC (avx512), repeated on AMD EPYC (avx512) (the same kind)"
+    assert outcome((None, None)).machines() == \
+        "published on a CPU its rows do not record, repeated on an unknown CPU"
 
 
 @pytest.mark.parametrize("make, message", [

@@ -45,5 +45,6 @@ def main(args) -> int:
     published, repeated = outcome.published[i - 1], outcome.repeated[i - 1]
     at = next((k for k, (a, b) in enumerate(zip(published, repeated)) if a != b), min(len(published), len(repeated)))
     print(f"[repeat] {outcome.algorithm}: iteration {i} differs first, at its episode {at + 1}: published "
-          f"{published[at] if at < len(published) else 'none'}, repeated {repeated[at] if at < len(repeated) else 'none'}")
+          f"{published[at] if at < len(published) else 'none'}, "
+          f"repeated {repeated[at] if at < len(repeated) else 'none'}; {outcome.machines()}")
     return 1
