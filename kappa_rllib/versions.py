@@ -51,8 +51,8 @@ CPUINFO = Path("/proc/cpuinfo")
 @functools.cache
 def cpu() -> str | None:
     """"AMD EPYC 9R14 (avx512)": /proc/cpuinfo's model name and the widest of the vector extensions torch and
-    MuJoCo's kernels pick from (avx512, avx2, avx, sse4_2); the platform's processor name elsewhere; None where
-    neither is known."""
+    MuJoCo's kernels pick from (avx512, avx2, avx, sse4_2; none on an ARM CPU); the platform's processor name where
+    there is no /proc/cpuinfo (None where it has none)."""
     try:
         info = CPUINFO.read_text(errors="replace")
     except OSError:
@@ -63,11 +63,11 @@ def cpu() -> str | None:
         if not line.strip():
             break  # the first processor's fields are enough
         fields.setdefault(key.strip(), value.strip())
-    model = fields.get("model name") or fields.get("Model") or platform.processor()
+    model = fields.get("model name") or fields.get("Model") or platform.processor() or "a CPU of unknown model"
     flags = set(fields.get("flags", "").split())
     widest = next((name for flag, name in (("avx512f", "avx512"), ("avx2", "avx2"), ("avx", "avx"),
                                            ("sse4_2", "sse4_2")) if flag in flags), None)
-    return (f"{model} ({widest})" if widest else model) or None
+    return f"{model} ({widest})" if widest else model
 
 
 COMMIT = "kappa-rllib commit"

@@ -612,3 +612,84 @@ def test_a_trial_folder_the_saved_state_does_not_know_is_set_aside_with_its_stag
     (grid / ".kappa_orphans" / made).rename(grid / made)
     staging.set_aside_orphans(grid, trials)
     assert not (session / made).exists() and not (grid / made).exists()
+
+
+def test_adoption_moves_tunes_search_past_every_trial_the_state_holds_and_keeps_its_live_set_true(tmp_path):
+    """kappa_rllib.tuning.adopt on Tune's own generator (a 5-seed grid, a function trainable), states as a killed
+    driver and a full disk leave them: the search state saved when 2 trials were made (an older whole copy put
+    back), the experiment state knowing trials 0-2 (2 finished), trial 3's folder on storage, trial 4 not made.
+    Adopted: trial 3 (made again as Tune made it, its folder named); the search moved past 0-3 only once the
+    caller has written the experiment state, so Tune's restored search makes trial 4 alone (before, it made
+    trial 2 again, a seed twice); live: 3 (running), not finished 2 (it would hold a --max-concurrent slot)."""
+    import json
+
+    from ray import cloudpickle, tune
+    from ray.tune.experiment import Experiment
+    from ray.tune.experiment.trial import Trial
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    from kappa_rllib.tuning import adopt, repair
+
+    tune.register_trainable("Adoptee", lambda config: None)
+    experiment = Experiment("g", "Adoptee", config={"env": "CartPole-v1", "seed": tune.grid_search([0, 1, 2, 3, 4])},
+                            storage_path=str(tmp_path))
+    generator = BasicVariantGenerator(max_concurrent=4)
+    generator.add_configurations([experiment])
+    folder = tmp_path / "g"
+    folder.mkdir(exist_ok=True)
+    made = [generator.next_trial() for _ in range(2)]
+    generator.save_to_dir(str(folder), "2026-12-05_10-00-00")  # counter 2
+    made += [generator.next_trial(), generator.next_trial()]
+    rows = []
+    for index, trial in enumerate(made):
+        trial.create_placement_group_factory()
+        name = trial._generate_dirname()
+        (folder / name).mkdir()
+        (folder / name / "params.json").write_text(json.dumps(trial.config))
+        if index == 3:
+            continue  # made after the experiment state was saved
+        trial.relative_logdir = trial.storage.trial_dir_name = name
+        if index == 2:
+            trial.status = "TERMINATED"
+        trial.invalidate_json_state()
+        rows.append(list(trial.get_json_state()))
+    state_file = folder / "experiment_state-2026-12-05_10-00-00.json"
+    state_file.write_text(json.dumps({"trial_data": rows, "runner_data": {}, "stats": {}}))
+    search_file = folder / "basic-variant-state-2026-12-05_10-00-00.json"
+    saved_search = search_file.read_bytes()
+
+    state = json.loads(state_file.read_text())
+    trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state["trial_data"]]
+    said, write_search = adopt.adopt_orphans(folder, state, trials)
+    name3 = made[3]._generate_dirname()[:-len("2026-12-05_10-00-00")]
+    assert len(said) == 2 and said[0].startswith(name3) and said[0].endswith(
+        ": made after Tune last saved its state (then the driver was killed): adopted, it goes on from what its "
+        "folder holds"), said
+    assert said[1] == ("Tune's search state is older than its experiment state: its generator moved past the 1 "
+                       "trial(s) the experiment state holds that it had not made (else made twice)")
+    assert search_file.read_bytes() == saved_search  # not before the caller has written the experiment state
+    adopted = Trial.from_json_state(state["trial_data"][3][0], stub=True)
+    assert (adopted.trial_id, adopted.config["seed"], adopted.experiment_tag) == (made[3].trial_id, 3, "3_seed=3")
+    assert repair._dir_name(adopted) == next(p.name for p in folder.iterdir() if p.name.startswith(name3))
+    assert json.loads(state["trial_data"][3][0])["stub"] is False and adopted.placement_group_factory
+    write_search()
+    search = cloudpickle.loads(search_file.read_bytes())
+    assert search["_live_trials"] == {made[0].trial_id, made[1].trial_id, made[3].trial_id}
+    restored = BasicVariantGenerator()
+    restored.set_state(search)
+    following = restored.next_trial()
+    assert (following.trial_id, following.config["seed"]) == (f"{made[0].trial_id[:-5]}00004", 4)
+    assert restored.next_trial() is None
+
+    # a trial the search made that neither the state nor storage holds (never started): added, PENDING
+    state = {"trial_data": rows[:1], "runner_data": {}, "stats": {}}
+    for path in folder.iterdir():
+        if path.is_dir() and path.name != repair._dir_name(trials[0][0]):
+            shutil.rmtree(path)
+    search_file.write_bytes(saved_search)
+    trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state["trial_data"]]
+    said, write_search = adopt.adopt_orphans(folder, state, trials)
+    assert said == [f"trial {made[1].trial_id} (1_seed=1): made by Tune's search after its state was last saved, "
+                    "never started: added to the state, it runs from its start"] and write_search is None
+    lost = Trial.from_json_state(state["trial_data"][1][0], stub=True)
+    assert (lost.trial_id, lost.status, repair._dir_name(lost)) == (made[1].trial_id, "PENDING", None)

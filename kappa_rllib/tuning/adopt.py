@@ -29,10 +29,11 @@ from pathlib import Path
 _NAME = re.compile(r"_([0-9a-f]{5}_)(\d{5})_")  # `<trainable>_<env>_<uuid prefix><index>_<tag>_<date>`
 
 
-def adopt_orphans(folder: Path, state: dict, trials: list) -> list[str]:
+def adopt_orphans(folder: Path, state: dict, trials: list):
     """Adopts into `state` (the newest experiment state, parsed; `trials` its (Trial, row) pairs, both appended
-    to) the trials of the module's docstring, rewriting the newest search state where its generator moves on;
-    returns a line each for the user. The caller writes `state` back."""
+    to) the trials of the module's docstring; returns (a line each for the user, a function writing the newest
+    search state with its generator moved on, or None). The caller writes `state` back first, then calls it: a
+    search moved past trials that the stored experiment state lacks would never run them."""
     from kappa_rllib.tuning import repair, staging
 
     in_state = {trial.trial_id: (trial, row) for trial, row in trials}
@@ -52,8 +53,9 @@ def adopt_orphans(folder: Path, state: dict, trials: list) -> list[str]:
             said.append(f"{path.name}: started after Tune last saved its state (then the driver was killed): "
                         "adopted, it goes on from what its folder holds")
     missing = {tid: path for tid, path in folders.items() if tid not in in_state}
-    said += _made_again(folder, state, trials, missing, set(in_state))
-    return said
+    known = {tid: trial.status for tid, (trial, _) in in_state.items()}
+    made_said, write_search = _made_again(folder, state, trials, missing, known)
+    return said + made_said, write_search
 
 
 def _row_json(trial, name: str | None = None) -> str:
@@ -69,23 +71,25 @@ def _row_json(trial, name: str | None = None) -> str:
     return json.dumps(data, indent=2)
 
 
-def _made_again(folder: Path, state: dict, trials: list, missing: dict, known: set) -> list[str]:
+def _made_again(folder: Path, state: dict, trials: list, missing: dict, known: dict):
     """The trials the experiment state lacks, made again by replaying the search state's generator: those with a
-    folder in `missing` (trial id -> folder), and those the search has made that have none; the search state
-    moved past every trial added."""
+    folder in `missing` (trial id -> folder), and those the search has made that have none; the search moved past
+    every trial added, and past those the experiment state holds (`known`: trial id -> status) that it has not
+    made (a search state older than the experiment state: a full disk cut the newer one short). Returns (lines,
+    a function writing the search state, or None)."""
     from ray import cloudpickle
 
     from kappa_rllib.tuning import repair
 
     search_file = repair._newest(folder, repair.TUNE_STATES[1][0])
     if search_file is None:
-        return []
+        return [], None
     try:
         search = cloudpickle.loads(search_file.read_bytes())
         iterators = list(search["_iterators"])
     except Exception:  # noqa: BLE001 - another searcher, or a state cut short: set aside instead
-        return []
-    said, moved, start = [], False, 0
+        return [], None
+    said, moved, start, additions = [], False, 0, []
     for iterator in iterators:
         if start is None or iterator.lazy_eval or iterator.num_points_to_evaluate:
             start = None  # where this generator starts counting is not known: this one and later ones left alone
@@ -94,7 +98,8 @@ def _made_again(folder: Path, state: dict, trials: list, missing: dict, known: s
         prefix, counter = iterator.uuid_prefix, iterator.counter
         ours = {int(tid[len(prefix):]): path for tid, path in missing.items() if tid.startswith(prefix)}
         lost = [i for i in range(first, counter) if f"{prefix}{i:05d}" not in known]
-        if not ours and not lost:
+        ahead = [int(tid[len(prefix):]) for tid in known if tid.startswith(prefix) and int(tid[len(prefix):]) >= counter]
+        if not ours and not lost and not ahead:
             continue
         replay = _replay(uuid_prefix=prefix, num_samples=iterator.num_samples,
                          unresolved_spec=iterator.unresolved_spec,
@@ -102,7 +107,7 @@ def _made_again(folder: Path, state: dict, trials: list, missing: dict, known: s
                          random_state=iterator.random_state)
         made = {}
         try:
-            while replay.counter <= max([*ours, *lost]):
+            while replay.counter <= max([*ours, *lost, *ahead]):
                 trial = next(replay)
                 made[int(trial.trial_id[len(prefix):])] = trial
         except StopIteration:
@@ -113,25 +118,35 @@ def _made_again(folder: Path, state: dict, trials: list, missing: dict, known: s
             if trial.trial_id in known:
                 continue
             path = ours.get(index)
-            row = [_row_json(trial, path.name if path else None), trial.run_metadata.get_json_state()]
-            state.setdefault("trial_data", []).append(row)
-            trials.append((trial, row))
+            additions.append((trial, [_row_json(trial, path.name if path else None),
+                                      trial.run_metadata.get_json_state()]))
             said.append(f"{path.name}: made after Tune last saved its state (then the driver was killed): adopted, "
                         "it goes on from what its folder holds" if path else
                         f"trial {trial.trial_id} ({trial.experiment_tag}): made by Tune's search after its state was "
                         "last saved, never started: added to the state, it runs from its start")
+        if ahead:
+            said.append(f"Tune's search state is older than its experiment state: its generator moved past the "
+                        f"{len(ahead)} trial(s) the experiment state holds that it had not made (else made twice)")
         if replay.counter > counter:  # the generator moves past what was made here, as Tune's own would have
             iterator.counter, iterator.variants = replay.counter, replay.variants
             iterator.num_samples_left, iterator.points_to_evaluate = replay.num_samples_left, []
-            live = search.get("_live_trials")  # (Tune's next_trial holds each trial it makes live)
+            live = search.get("_live_trials")  # (Tune's next_trial holds each trial it makes live until it ends)
             if isinstance(live, set):
-                live.update(trial.trial_id for index, trial in made.items() if index >= counter)
+                live.update(trial.trial_id for index, trial in made.items() if index >= counter
+                            and known.get(trial.trial_id, "PENDING") in ("PENDING", "RUNNING", "PAUSED"))
             moved = True
-    if moved:
+    for trial, row in additions:  # (all of them or, where one could not be made, none)
+        state.setdefault("trial_data", []).append(row)
+        trials.append((trial, row))
+    if not moved:
+        return said, None
+
+    def write_search():
         tmp = search_file.with_name(search_file.name + ".tmp")
         tmp.write_bytes(cloudpickle.dumps(search))
         tmp.replace(search_file)
-    return said
+
+    return said, write_search
 
 
 def _count(iterator) -> int:

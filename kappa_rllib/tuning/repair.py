@@ -161,8 +161,10 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
     population = (folder / POPULATION_MARKER).is_file()
     done, kept_finished = [], set()
     trials = [(Trial.from_json_state(row[0], stub=True), row) for row in state.get("trial_data", [])]
+    write_search = None
     try:  # trials a killed driver made or started after this state was saved: named in it (kappa_rllib.tuning.adopt)
-        done += adopt.adopt_orphans(folder, state, trials)
+        adopted, write_search = adopt.adopt_orphans(folder, state, trials)
+        done += adopted
     except Exception as e:  # noqa: BLE001 - a state this code cannot read: such folders are set aside, next
         done.append(f"could not adopt the trial folders Tune's saved state does not know ({type(e).__name__}: {e})")
     done += staging.set_aside_orphans(folder, trials)
@@ -192,6 +194,8 @@ def _point_trials_at_newest_checkpoints(folder) -> list[str]:
         tmp = newest.with_name(newest.name + ".tmp")
         tmp.write_text(json.dumps(state))
         tmp.replace(newest)
+        if write_search is not None:  # after the experiment state: the search moved past trials it now holds
+            write_search()
         _forget_live(folder, kept_finished)
     return done
 
