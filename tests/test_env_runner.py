@@ -92,10 +92,11 @@ def test_epsilon_follows_the_global_step_count(ray_local):
     algo.stop()
 
 
-def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_local):
-    """With remote EnvRunners the next chunk is sampled while the learner updates: every env step
-    is still counted exactly once, nothing is in flight between train() calls, and the acting
-    weights lag at most two chunks."""
+def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_local, tmp_path):
+    """With remote EnvRunners the next chunk is sampled while the learner updates, the next train() call's
+    first too where a call ends inside an improvement phase (in flight between the calls; never after the
+    last): every env step is still counted exactly once, and the acting weights lag at most two chunks. A
+    checkpoint leaves the chunk in flight; restored, the algorithm drops it and goes on exactly."""
     config = (
         KappaPIDQNConfig()
         .environment("CartPole-v1")
@@ -107,15 +108,27 @@ def test_overlapped_sampling_on_remote_runners_keeps_the_schedule_exact(ray_loca
         .debugging(seed=0)
     )
     algo = config.build_algo()
-    results = []
+    results, between = [], []
     while not results or not results[-1].get("done"):
         results.append(algo.train())
-        assert algo.sampler.in_flight is None
+        between.append(algo.sampler.in_flight is not None)
+        if len(results) == 2:  # a checkpoint with the next call's first chunk in flight
+            assert between[-1]
+            path = algo.save_to_path(str(tmp_path / "ckpt"))
+            assert algo.sampler.in_flight is not None
+    # (the phases of 400-env-step calls end inside calls, or with the last one: a chunk in flight after each
+    # call but the last)
+    assert between[:-1] == [True] * (len(between) - 1) and between[-1] is False, between
     assert results[-1]["kappa"]["env_steps"] == 2000
     assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 2000
     assert len(algo.local_replay_buffer) == 2000
     # a chunk: 32 env steps from each of the 2 runners; overlapped, the acting weights are up to 2 chunks old
     assert 64 < results[-1]["kappa"]["max_policy_lag_env_steps"] <= 128
+    algo.restore_from_path(path)  # into the running algorithm: what it had in flight is dropped
+    assert algo.sampler.in_flight is None and algo.phases.units == 800
+    while not algo.train().get("done"):
+        pass
+    assert algo.phases.units == 2000 and algo.counters["theta_updates"] == results[-1]["kappa"]["theta_updates"]
     algo.stop()
 
 

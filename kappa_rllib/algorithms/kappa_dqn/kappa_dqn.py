@@ -38,7 +38,7 @@ from kappa_rllib.tuning.config_once import ConfigOnceMixin
 from kappa_rllib.algorithms.kappa_loop import KappaLoopMixin
 from kappa_rllib.algorithms.sampling import SamplerMixin
 from kappa_rllib.env_runner import segment_transitions
-from kappa_rllib.phases import KappaPhaseMachine
+from kappa_rllib.phases import EVALUATION, KappaPhaseMachine
 from kappa_rllib.replay import UniformReplayBuffer
 from kappa_rllib.variant import PI, VI
 from kappa_rllib.algorithms.kappa_dqn import kappa_dqn_config
@@ -116,6 +116,11 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         self._last_chunk_steps = steps
         n_next = min(self._chunk_size(), self._chunk_bound(), max_steps - steps)
         threaded = self._threaded_learner()
+        if n_next <= 0 and not threaded and self._phase_goes_on_next_call(max_steps - steps):
+            # this train() call's last chunk, in a phase the next call goes on with: its first chunk, the one
+            # the next call's improvement step asks for, is sampled meanwhile (as TRPO's next batch: a checkpoint
+            # leaves it in flight, a restore drops it)
+            n_next = min(self._chunk_size(), self._chunk_bound(), self._units_per_training_step())
         if threaded:
             # this chunk's minibatches, drawn now (the replay holds the chunks up to this one, as in the serial
             # order); then the previous chunk's gradient steps, running since, are waited for and their weights
@@ -124,7 +129,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             self._join_learning()
         if cfg.overlap_sampling and self.env_runner_group.num_remote_workers() and n_next > 0:
             # Overlap: the remote EnvRunners sample the next chunk (same phase, or same run of short
-            # iterations, and same train() call, so nothing is in flight at a checkpoint) while the
+            # iterations; the next train() call's first where this call ends inside a phase) while the
             # learner updates on this one.
             self.sampler.submit(n_next, global_env_steps=self.phases.units)  # False: sampled next step
         if program and threaded:
@@ -136,6 +141,12 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
                 self.sampler.sync()
         return steps
+
+    def _phase_goes_on_next_call(self, units_left: int) -> bool:
+        """Whether this call's units are used up in an improvement phase that is not: the next `train()` call then
+        starts with an improvement step of this phase (`KappaLoopMixin.training_step`), whose chunk is known."""
+        return (units_left <= 0 and not self.phases.done and self.phases.phase != EVALUATION
+                and not self.phases.improvement_complete())
 
     def _chunk_size(self) -> int:
         """Env steps a chunk holds: `env_steps_per_runner_call` from each remote EnvRunner (the configured count, so
