@@ -42,9 +42,10 @@ LABELS = {
 
 def one_run(steps: int, runners: int) -> tuple[dict, float, float]:
     """({part: ms per chunk}, env steps/s of the run, ms per chunk of the learner alone) of one run."""
-    import kappa_rllib.algorithms.kappa_dqn.kappa_dqn as kappa_dqn
     from throughput_parts.common import learner_alone_rate, preset_config
     from throughput_parts.minimal import W3
+
+    from kappa_rllib.algorithms.kappa_dqn import kappa_dqn
 
     config = preset_config("pi", 1.0, W3["env"], steps, runners=runners)
     algo = config.build_algo()
