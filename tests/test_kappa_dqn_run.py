@@ -287,16 +287,21 @@ def test_a_chunk_is_one_call_of_every_remote_runner_and_the_schedule_is_the_loca
 def test_the_learner_thread_makes_the_serial_runs_updates_exactly(ray_local, config_cls):
     """`learner_thread` (the gradient steps on a thread of their own while the next chunk is collected, added to
     the replay and its minibatches drawn) against the serial order, with a remote EnvRunner and overlap: every
-    count, the same Q_theta and Q_phi weights to the bit, the same episodes, the same policy lag, at T."""
+    count, the same Q_theta and Q_phi weights to the bit, the same episodes, the same policy lag, at T. T = 2000
+    puts train() calls' ends inside improvement phases (the next call's first chunk in flight between the calls),
+    and a learning rate of 0.01 makes the greedy actions follow the weights a chunk acts with."""
     runs = []
     for thread in (False, True):
         algo = (short_config(config_cls).env_runners(num_env_runners=1)
-                .training(env_steps_per_runner_call=24, learner_thread=thread).build_algo())
-        returns, result = [], {}
+                .training(env_steps_per_runner_call=24, learner_thread=thread, total_env_steps=2000, lr=0.01)
+                .build_algo())
+        returns, result, between = [], {}, 0
         while not result.get("done"):
             result = algo.train()
             returns += list(result["env_runners"].get("episode_returns", []))
+            between += algo.sampler.in_flight is not None
         assert (getattr(algo, "_pool", None) is not None) == thread  # the thread was used
+        assert between >= 3  # calls that ended with the next one's first chunk in flight
         runs.append((final_counts(algo, result), module_weights(algo, DEFAULT_MODULE_ID),
                      module_weights(algo, PHI_MODULE_ID), returns))
         algo.stop()

@@ -116,7 +116,7 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
         self._last_chunk_steps = steps
         n_next = min(self._chunk_size(), self._chunk_bound(), max_steps - steps)
         threaded = self._threaded_learner()
-        if n_next <= 0 and not threaded and self._phase_goes_on_next_call(max_steps - steps):
+        if n_next <= 0 and self._phase_goes_on_next_call(max_steps - steps):
             # this train() call's last chunk, in a phase the next call goes on with: its first chunk, the one
             # the next call's improvement step asks for, is sampled meanwhile (as TRPO's next batch: a checkpoint
             # leaves it in flight, a restore drops it)
@@ -134,8 +134,8 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             self.sampler.submit(n_next, global_env_steps=self.phases.units)  # False: sampled next step
         if program and threaded:
             self._learning = self._learner_pool().submit(self._learn, draws)
-            if self.sampler.in_flight is None:  # no next chunk in this call (a phase's or train()'s end): finish
-                self._join_learning()
+            if self.sampler.in_flight is None or steps >= max_steps:  # a phase's or this train() call's end:
+                self._join_learning()  # its updates finish in it (a chunk in flight acts with the weights before)
         elif program:
             self._update(program)
             with self.metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
