@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The GPU checks of kappa-DQN's CUDA-graph learner step, as one script for a machine with a CUDA GPU
 # and Python 3.12 + torch but no package index (how docs/measured.md's "Atari on a GPU with CUDA graphs" figures were made):
-#   1. the CUDA-graph tests (graph-replayed updates equal eager ones; restore captures again);
+#   1. the CUDA-graph tests (graph-replayed updates equal eager ones; restore captures again) and the frame
+#      replay's tests (the ring on the GPU draws what the LZ4 store draws);
 #   2. the learner alone, eager and graphed: gradient steps/s and kernel launches per step;
-#   3. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops, each with
-#      and without `learner_thread` (the gradient steps on a thread of their own);
-#   4. four kappa-PI-DQN trials sharing the GPU (tune --gpus-per-trial 0.25).
+#   3. a chunk's replay draw, LZ4 frames in host memory (decoded, pinned, copied) against the ring on the GPU
+#      (gathered there), and the ring's memory for the paper's 100k transitions (benchmarks/replay_draw.py);
+#   4. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops, each with
+#      and without `learner_thread` (the gradient steps on a thread of their own), with the replay's frames in
+#      host memory and on the GPU (`replay_frames_on_device`);
+#   5. four kappa-PI-DQN trials sharing the GPU (tune --gpus-per-trial 0.25).
 # Build the dependency bundle first, where pip works (in the checkout):
 #   bash path/to/site-bundle.sh .devrun/site312.tar.xz
 # then run this from the checkout on the GPU machine; logs go to $OUT (default /tmp/gpu_check).
@@ -18,11 +22,12 @@ mkdir -p "$OUT" /tmp/site
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
-python3 -m pytest tests/test_cuda_graphs.py -v -o addopts="" -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
+python3 -m pytest tests/test_cuda_graphs.py tests/test_frame_replay.py -v -o addopts="" -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
 python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 2>&1 \
   | grep -v "WARNING\|USDT" | tee "$OUT/graphs.txt"
+python3 benchmarks/replay_draw.py --device cuda --transitions 100000 --rounds 5 2>&1 | tee "$OUT/replay_draw.txt"
 python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda --torch-threads 4 \
-  --learner-thread both 2>&1 \
+  --learner-thread both --replay-frames both 2>&1 \
   | grep -v "WARNING\|USDT" | tee "$OUT/atari.txt"
 python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 --trials-per-gpu 4 --device cuda \
   --torch-threads 4 2>&1 | grep -v "WARNING\|USDT" | tee "$OUT/packing.txt"

@@ -81,6 +81,9 @@ def main(argv=None):
     p.add_argument("--atari-algos", default="dqn,kappa-pi", help="Atari: which of dqn, kappa-pi to run")
     p.add_argument("--learner-thread", default="off", choices=("off", "on", "both"),
                    help="Atari, pipeline: the runs' `learner_thread` setting; both: a row for each")
+    p.add_argument("--replay-frames", default="auto", choices=("auto", "host", "device", "both"),
+                   help="Atari: the runs' `replay_frames_on_device` (host: False, LZ4 in host memory; device: True, "
+                        "the ring on the learner's device); both: a row for each")
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--runner-call-steps", default="preset",
@@ -126,6 +129,10 @@ def learner_threads(args) -> tuple:
     return {"off": (False,), "on": (True,), "both": (False, True)}[args.learner_thread]
 
 
+def replay_frames(args) -> tuple:
+    return {"auto": ("auto",), "host": (False,), "device": (True,), "both": (False, True)}[args.replay_frames]
+
+
 def _kappa_rllib_file() -> str:
     import kappa_rllib
 
@@ -151,7 +158,8 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
         rows += [("W2",)] + workload_w2(args.iterations, runners, stock=not args.no_stock)
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
-                                              tuple(args.atari_algos.split(",")), learner_threads(args))
+                                              tuple(args.atari_algos.split(",")), learner_threads(args),
+                                              replay_frames(args))
     if "graphs" in workloads:
         rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:

@@ -171,3 +171,43 @@ def test_kappa_pi_dqn_trains_on_breakout_frames(ray_local):
     assert stored.dtype == np.uint8 and stored.shape == (256, 84, 84, 4)
     assert np.isfinite(result["learners"]["default_policy"]["qf_loss"])
     algo.stop()
+
+
+def test_the_replay_ring_on_the_learners_device_trains_exactly_as_the_lz4_replay(ray_local):
+    """`replay_frames_on_device=True` (on this CPU learner, the ring a GPU learner gets by default: frames
+    uncompressed where the learner trains, minibatches gathered there) makes the same weights as the LZ4 replay
+    in host memory, with the learner thread too (the next chunk's minibatches gathered from the ring while the
+    last ones train); and a checkpoint the LZ4 run wrote, restored into a ring run, goes on as it goes on restored
+    into an LZ4 run (a restore samples afresh from new envs, so not as the uninterrupted run)."""
+    torch.set_num_threads(1)
+
+    def run(on_device, checkpoint=None, **training):
+        config = atari_config()
+        config.environment("ALE/Breakout-v5").training(
+            kappa=0.5, c_fa=0.5, total_env_steps=256, num_steps_sampled_before_learning_starts=64,
+            env_steps_per_iteration=128, replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 512},
+            replay_frames_on_device=on_device, **training,
+        ).debugging(seed=0)
+        algo = config.build_algo()
+        saved = None
+        if checkpoint is None:
+            algo.train()
+            saved = algo.save_to_path()
+        else:
+            algo.restore_from_path(checkpoint)
+        algo.train()
+        frames = algo.local_replay_buffer._frames.frames
+        assert torch.is_tensor(frames) if on_device else isinstance(frames, list)  # the ring / LZ4 blocks
+        out = {f"{m}/{k}": v.copy() for m, w in algo.learner_group.get_weights().items() for k, v in w.items()}
+        out["counts"] = np.array([algo.counters["theta_updates"], algo.counters["phi_updates"]])
+        algo.stop()  # (before the next run: the fixture's CPUs hold one run's EnvRunners)
+        return out, saved
+
+    def same(got, expected):
+        assert got["counts"][0] > 0 and got["counts"][1] > 0
+        for key, value in expected.items():
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+    lz4, checkpoint = run(False)
+    same(run(True, learner_thread=True)[0], lz4)
+    same(run(True, checkpoint)[0], run(False, checkpoint)[0])

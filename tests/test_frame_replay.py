@@ -1,12 +1,18 @@
 """The frame-deduplicating replay of Atari stacks: every sampled stack is exactly the stack the
-env returned, across episode boundaries, chunked adds and buffer wrap-around; checkpoints."""
+env returned, across episode boundaries, chunked adds and buffer wrap-around; checkpoints. Each in
+both storages of the frames (`FrameStore`): LZ4 in host memory, and the uncompressed ring on a
+device (the CPU here; the GPU too where there is one), which give the same samples and states."""
 
 import numpy as np
 import pytest
+import torch
 
-from kappa_rllib.replay import UniformReplayBuffer
+from kappa_rllib.replay import FrameStore, UniformReplayBuffer
 
 H, W, DEPTH = 6, 5, 4
+# where the frames live: None = LZ4 in host memory, else the ring on that device
+STORAGES = [None, torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+storages = pytest.mark.parametrize("storage", STORAGES, ids=lambda d: "lz4" if d is None else f"ring-{d}")
 
 
 def frame_stacked_stream(num_steps, seed, episode_len=(3, 40)):
@@ -52,9 +58,10 @@ def check_exact(buf, stream):
     return stored
 
 
+@storages
 @pytest.mark.parametrize("seed", [0, 1])
-def test_stacks_are_exact_across_episodes_chunks_and_wraparound(seed):
-    buf = UniformReplayBuffer(capacity=200, seed=seed)
+def test_stacks_are_exact_across_episodes_chunks_and_wraparound(seed, storage):
+    buf = UniformReplayBuffer(capacity=200, seed=seed, frames_device=storage)
     stream = frame_stacked_stream(1000, seed)  # wraps the buffer 5 times
     add_in_chunks(buf, stream, seed)
     assert buf.compact and len(buf) == 200
@@ -65,25 +72,27 @@ def test_stacks_are_exact_across_episodes_chunks_and_wraparound(seed):
     assert buf._frames.written <= len(stream) + DEPTH * episodes
 
 
-def test_stacks_that_share_no_frames_are_stored_whole_and_stay_exact():
+@storages
+def test_stacks_that_share_no_frames_are_stored_whole_and_stay_exact(storage):
     rng = np.random.default_rng(3)
     stream = [(rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8), rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8),
                float(t), 0.0) for t in range(300)]
-    buf = UniformReplayBuffer(capacity=100, seed=0)
+    buf = UniformReplayBuffer(capacity=100, seed=0, frames_device=storage)
     add_in_chunks(buf, stream, 0)
     assert 0 < len(buf) <= 100  # transitions whose frames were overwritten are dropped, never corrupted
     check_exact(buf, stream)
 
 
-def test_checkpoint_round_trip_keeps_the_compact_form_and_the_samples():
+@storages
+def test_checkpoint_round_trip_keeps_the_compact_form_and_the_samples(storage):
     stream = frame_stacked_stream(500, 5)
-    buf = UniformReplayBuffer(capacity=300, seed=7)
+    buf = UniformReplayBuffer(capacity=300, seed=7, frames_device=storage)
     add_in_chunks(buf, stream, 5)
     state = buf.get_state()
     assert "obs" not in state["arrays"] and tuple(state["frames"]["frame_shape"]) == (H, W)
     assert all(isinstance(f, bytes) for f in state["frames"]["frames"])  # compressed frames
     assert len(state["frames"]["frames"]) < 2 * 300  # about one frame per transition
-    restored = UniformReplayBuffer(capacity=300, seed=0)
+    restored = UniformReplayBuffer(capacity=300, seed=0, frames_device=storage)
     restored.set_state(state)
     for key, value in buf.transitions().items():
         np.testing.assert_array_equal(restored.transitions()[key], value)
@@ -104,3 +113,50 @@ def test_vector_observations_are_stored_as_they_are():
     buf.add({"obs": np.ones((3, 4), np.float32), "new_obs": np.ones((3, 4), np.float32),
              "rewards": np.arange(3, dtype=np.float32)})
     assert not buf.compact and buf.sample(5)["obs"].shape == (5, 4)
+
+
+def _host(batch: dict) -> dict:
+    return {k: v if isinstance(v, np.ndarray) else v.cpu().numpy() for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("ring", STORAGES[1:], ids=str)
+def test_the_device_ring_draws_what_the_lz4_store_draws_and_their_checkpoints_are_interchangeable(ring):
+    """The same adds and seed: byte-identical minibatches (same rows, same stack layout: the ring's tensors
+    have the strides of the host path's arrays, so a learner computes on them exactly as before), the same
+    checkpoint state (LZ4 frames) from both, and each storage restored from the other's state draws on as the
+    original does."""
+    stream = frame_stacked_stream(900, 11)
+    host = UniformReplayBuffer(capacity=250, seed=3)
+    dev = UniformReplayBuffer(capacity=250, seed=3, frames_device=ring)
+    for buf in (host, dev):
+        add_in_chunks(buf, stream[:600], 11)
+    for _ in range(3):
+        a, b = host.sample(96), dev.sample(96)
+        assert torch.is_tensor(b["obs"]) and b["obs"].device.type == ring.type and isinstance(b["rewards"], np.ndarray)
+        # (uint8: strides in bytes are strides in elements)
+        assert b["obs"].shape == a["obs"].shape and b["obs"].stride() == a["obs"].strides
+        for key, value in _host(b).items():
+            np.testing.assert_array_equal(value, a[key])
+    state_h, state_d = host.get_state(), dev.get_state()
+    assert state_h["frames"]["frames"] == state_d["frames"]["frames"] and state_h["rng"] == state_d["rng"]
+    from_dev = UniformReplayBuffer(capacity=250, frames_device=None)
+    from_dev.set_state(state_d)
+    from_host = UniformReplayBuffer(capacity=250, frames_device=ring)
+    from_host.set_state(state_h)
+    for buf in (host, dev, from_dev, from_host):
+        add_in_chunks(buf, stream[600:], 12)  # going on past the restore, wrapping the ring
+    draws = [_host(buf.sample(128)) for buf in (host, dev, from_dev, from_host)]
+    for other in draws[1:]:
+        for key, value in draws[0].items():
+            np.testing.assert_array_equal(other[key], value)
+    # memory: the ring holds capacity x frame bytes whatever is stored; the LZ4 store far less for these
+    assert dev._frames.nbytes == dev._frames.capacity * H * W
+
+
+def test_a_gpu_ring_that_does_not_fit_says_so_before_allocating(monkeypatch):
+    """A ring larger than the GPU's free memory: one line naming the settings that fix it (not CUDA's
+    out-of-memory traceback mid-run)."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (500 * 2**20, 80 * 2**30))
+    with pytest.raises(MemoryError, match=r"needs 0\.72 GiB on cuda, 0\.49 GiB is free: lower "
+                                          r"replay_buffer_config\['capacity'\] or set replay_frames_on_device=False"):
+        FrameStore(110_256, (84, 84), 4, device=torch.device("cuda"))

@@ -13,10 +13,13 @@ from throughput_parts.minimal import ATARI, minimal_dqn_loop
 
 # ----------------------------------------------------------------- Atari
 def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str,
-                   algos: tuple = ("dqn", "kappa-pi"), learner_threads: tuple = (False,)) -> list[tuple]:
+                   algos: tuple = ("dqn", "kappa-pi"), learner_threads: tuple = (False,),
+                   replay_frames: tuple = ("auto",)) -> list[tuple]:
     """kappa = 1 and kappa-PI-DQN (`algos`) on Breakout with the Atari preset beside the minimal
     single-env loops, env steps/s over `steps` env steps after learning starts; each remote-runner row once
-    per `learner_threads` setting (the config's `learner_thread`: gradient steps on a thread of their own)."""
+    per `learner_threads` setting (the config's `learner_thread`: gradient steps on a thread of their own) and
+    per `replay_frames` setting (`replay_frames_on_device`: False, LZ4 in host memory; True, the ring on the
+    learner's device)."""
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
     rows = Rows()
@@ -27,11 +30,11 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
             rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
         rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
     for runners in env_runners:
-        for name, kappa, thread in [("kappa = 1 (DQN)" if k == 1.0 else n, k, t) for n, _, k in pairs
-                                    for t in learner_threads]:
+        for name, kappa, thread, frames in [("kappa = 1 (DQN)" if k == 1.0 else n, k, t, f) for n, _, k in pairs
+                                            for f in replay_frames for t in learner_threads]:
             config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
                 num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024,
-                learner_thread=thread)
+                learner_thread=thread, replay_frames_on_device=frames)
             if device.startswith("cuda"):
                 config.learners(num_gpus_per_learner=1)
             with PeakRSS() as mem:
@@ -42,10 +45,13 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                     if started is None and result["kappa"]["env_steps"] >= start_steps:
                         started, at = time.perf_counter(), result["kappa"]["env_steps"]
                 rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
-                ceiling = kappa == 1.0 and runners == env_runners[0] and thread == learner_threads[0]
+                ceiling = (kappa == 1.0 and runners == env_runners[0] and thread == learner_threads[0]
+                           and frames == replay_frames[0])
+                where = algo.local_replay_buffer.frames_device
                 alone = learner_alone_rate(algo, 5) if ceiling else None
                 algo.stop()
-            threaded = ", learner thread" if thread else ""
+            threaded = (", learner thread" if thread else "") + (
+                f", replay frames on {where.type}" if where is not None else ", replay frames LZ4 in host memory")
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}{threaded}", rate,
                          "DQN" if kappa == 1.0 else name, mem.peak,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))

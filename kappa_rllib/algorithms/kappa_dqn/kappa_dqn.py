@@ -54,7 +54,21 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
 
     def setup(self, config) -> None:
         super().setup(config)
+        self.local_replay_buffer.frames_device = self._replay_frames_device()
         self._init_schedule_state()
+
+    def _replay_frames_device(self):
+        """Where the replay keeps image frames (`replay_frames_on_device`): the local learner's device, or None
+        (host memory, LZ4). A learner in the driver's process only: its minibatches are then gathered where it
+        trains, and `_fused_batch_tensors` takes them as they are."""
+        import torch
+
+        setting = self.config.replay_frames_on_device
+        learner = getattr(self.learner_group, "_learner", None)  # (RLlib's local Learner; None with remote ones)
+        if setting is False or learner is None:
+            return None
+        device = torch.device(learner._device)
+        return device if setting is True or device.type == "cuda" else None
 
     def _init_schedule_state(self) -> None:
         """The phase machine and the counters, at the start of the schedule (all that the

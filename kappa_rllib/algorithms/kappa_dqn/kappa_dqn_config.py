@@ -81,6 +81,10 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         # On a GPU: each gradient step replayed as a CUDA graph (one launch instead of ~78 for the
         # Nature CNN); settings a graph cannot hold run eagerly (torch/gradient_step.py).
         self.cuda_graphs = True
+        # Where an image replay keeps its frames (replay.FrameStore): "auto", on the learner's device when it is a
+        # GPU (an uncompressed uint8 ring: minibatches gathered there, no stacks copied to the device); False, in
+        # host memory, LZ4-compressed; True, on the learner's device whatever it is. The same samples either way.
+        self.replay_frames_on_device = "auto"
         self.set_raw_sampling_defaults()
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
         # Two DQN modules (RLlib's DefaultDQNTorchRLModule, built from `model_config`):
@@ -97,7 +101,8 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                  updates_per_learner_call: int | None = None, overlap_sampling: bool | None = None,
                  learner_thread: bool | None = None,
                  checkpoint_replay_buffer: bool | None = None, v_phi_source: str | None = None,
-                 episodic_life: bool | None = None, cuda_graphs: bool | None = None, **kwargs):
+                 episodic_life: bool | None = None, cuda_graphs: bool | None = None,
+                 replay_frames_on_device: bool | str | None = None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and these
         (keyword-only, like RLlib's).
 
@@ -128,6 +133,11 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             v_phi_source: Which network V_phi reads: `V_PHI_PAPER` or `V_PHI_AUTHORS` (kappa_rllib.variant).
             episodic_life: Learning sees a terminal when a life is lost (needs `life_lost` in the env's info).
             cuda_graphs: On a GPU, replay each gradient step as a CUDA graph.
+            replay_frames_on_device: Where an image (Atari) replay keeps its frames. "auto": on the
+                learner's device when it is a GPU, else in host memory; True: on the learner's device, an
+                uncompressed uint8 ring (100k Atari transitions: ~0.78 GB) whose minibatches are gathered there;
+                False: in host memory, each frame LZ4-compressed (~45 MB). The same samples, updates and
+                checkpoints either way; True needs the learner in the driver's process (`num_learners=0`).
         """
         env_steps_per_runner_call = self.take_renamed_keywords(kwargs, env_steps_per_runner_call)
         super().training(**kwargs)
@@ -142,6 +152,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             v_phi_source=v_phi_source,
             episodic_life=episodic_life,
             cuda_graphs=cuda_graphs,
+            replay_frames_on_device=replay_frames_on_device,
         ))
         return self
 
@@ -183,6 +194,9 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         check_bool("overlap_sampling", self.overlap_sampling)
         check_bool("learner_thread", self.learner_thread)
         check_bool("episodic_life", self.episodic_life)
+        if not (self.replay_frames_on_device == "auto" or isinstance(self.replay_frames_on_device, bool)):
+            raise ValueError(f"replay_frames_on_device must be true, false or \"auto\" (the learner's device when it "
+                             f"is a GPU), got {self.replay_frames_on_device!r}")
         clip = self.clip_rewards
         if not (clip is None or isinstance(clip, bool) or (isinstance(clip, (int, float)) and clip > 0)):
             raise ValueError(f"clip_rewards must be true/false/null or a number > 0, got {clip!r}")
@@ -221,6 +235,11 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         if capacity < self.train_batch_size:
             raise ValueError(f"replay_buffer_config['capacity']={capacity} is smaller than "
                              f"train_batch_size={self.train_batch_size}")
+        if self.replay_frames_on_device is True and self.num_learners:
+            raise ValueError(
+                f"replay_frames_on_device=True needs the learner in the driver's process (num_learners=0), got "
+                f"num_learners={self.num_learners}: remote learners receive their minibatches through Ray"
+            )
         if self.env_steps_per_runner_call % self.env_steps_per_fragment:
             raise ValueError(
                 f"env_steps_per_runner_call={self.env_steps_per_runner_call} must be a multiple of "

@@ -153,9 +153,14 @@ class FusedUpdateMixin:
 
     def _fused_batch_tensors(self, columns) -> dict:
         """The columns a TD update reads, as tensors on the learner's CPU or GPU (on a GPU through
-        page-locked host memory, copied without blocking the host)."""
+        page-locked host memory, copied without blocking the host). A column already a tensor on the
+        learner's device (image stacks gathered from a replay ring there: `replay_frames_on_device`)
+        is taken as it is."""
         out = {}
         for column in (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.REWARDS, Columns.TERMINATEDS):
-            t = torch.as_tensor(np.asarray(columns[column]))
-            out[column] = t.pin_memory().to(self._device, non_blocking=True) if self._device.type == "cuda" else t
+            t = columns[column]
+            t = t if torch.is_tensor(t) else torch.as_tensor(np.asarray(t))
+            if t.device.type == "cpu" and self._device.type == "cuda":
+                t = t.pin_memory().to(self._device, non_blocking=True)
+            out[column] = t
         return out

@@ -1,0 +1,104 @@
+"""A kappa-DQN Atari chunk's replay work, per storage of the frames: LZ4 in host memory against the uncompressed
+ring on the learner's device (`replay_frames_on_device`, replay.FrameStore).
+
+A benchmark, not a test. Two replays of the paper's capacity are filled with the same real ALE/Breakout-v5
+transitions (a random policy, the Atari preprocessing, chunks of 64 env steps as one EnvRunner call returns them);
+then, in alternated rounds, each draws a chunk's minibatches the way the learner receives them (16 gradient steps x
+32 transitions, obs and next obs stacks): the LZ4 store decompresses and stacks in host memory, then (on a GPU)
+pins and copies the stacks to the device, as `_fused_batch_tensors` does; the ring gathers on the device. A timer
+around GPU work synchronizes before it stops. Also per chunk: the replay add (LZ4: compress each new frame; ring:
+one copy of the new frames), and the memory each storage holds.
+
+    python benchmarks/replay_draw.py [--transitions 100000] [--device cpu|cuda] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from kappa_rllib.envs import make_env
+from kappa_rllib.replay import UniformReplayBuffer
+
+CHUNK = 64  # env steps per chunk (the Atari preset's env_steps_per_runner_call)
+DRAW = 16 * 32  # a chunk's minibatches: one update of 32 per 4 env steps
+
+
+def to_learner(batch: dict, device: torch.device) -> dict:
+    """The stacks as the learner takes them (`FusedUpdateMixin._fused_batch_tensors`): host arrays pinned and
+    copied without blocking the host on a GPU; tensors already on the device as they are."""
+    out = {}
+    for key in ("obs", "new_obs"):
+        t = batch[key] if torch.is_tensor(batch[key]) else torch.as_tensor(batch[key])
+        if t.device.type == "cpu" and device.type == "cuda":
+            t = t.pin_memory().to(device, non_blocking=True)
+        out[key] = t
+    return out
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--transitions", type=int, default=100_000, help="the replay's capacity, filled")
+    p.add_argument("--device", default="cpu", help="the learner's device: cpu or cuda")
+    p.add_argument("--rounds", type=int, default=5, help="alternated rounds (each storage once a round)")
+    p.add_argument("--draws", type=int, default=20, help="chunk draws a round")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    device = torch.device(args.device)
+    buffers = {"LZ4 frames in host memory": UniformReplayBuffer(args.transitions, seed=0),
+               f"ring on the learner's device ({device.type})": UniformReplayBuffer(args.transitions, seed=0,
+                                                                                   frames_device=device)}
+    add_ms = {name: [] for name in buffers}
+    env, rng = make_env("ALE/Breakout-v5"), np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    chunk, added, started = [], 0, time.perf_counter()
+    while added < args.transitions:
+        action = int(rng.integers(env.action_space.n))
+        nxt, reward, terminated, truncated, _ = env.step(action)
+        chunk.append((obs, nxt, action, reward, terminated))
+        obs = nxt
+        if terminated or truncated:
+            obs, _ = env.reset()
+        if len(chunk) == CHUNK:
+            batch = {"obs": np.stack([c[0] for c in chunk]), "new_obs": np.stack([c[1] for c in chunk]),
+                     "actions": np.array([c[2] for c in chunk]), "rewards": np.array([c[3] for c in chunk], np.float32),
+                     "terminateds": np.array([c[4] for c in chunk], np.float32)}
+            for name, buf in buffers.items():
+                t = time.perf_counter()
+                buf.add(batch)
+                synchronize(device)
+                add_ms[name].append(1e3 * (time.perf_counter() - t))
+            added += CHUNK
+            chunk = []
+    print(f"filled {added:,} transitions of Breakout in {time.perf_counter() - started:.0f} s; "
+          f"{args.rounds} alternated rounds of {args.draws} chunk draws ({DRAW} transitions each)")
+    draw_ms = {name: [] for name in buffers}
+    for _ in range(args.rounds):
+        for name, buf in buffers.items():
+            synchronize(device)
+            t = time.perf_counter()
+            for _ in range(args.draws):
+                to_learner(buf.sample(DRAW), device)
+            synchronize(device)
+            draw_ms[name].append(1e3 * (time.perf_counter() - t) / args.draws)
+    first = next(iter(buffers))
+    print(f"{'storage':<40} {'draw ms/chunk':>14} {'add ms/chunk':>13} {'frames held':>12}  draw vs LZ4")
+    for name, buf in buffers.items():
+        draw, add = statistics.median(draw_ms[name]), statistics.median(add_ms[name])
+        held = buf._frames.nbytes / 2**20
+        print(f"{name:<40} {draw:>14.2f} {add:>13.2f} {held:>9.0f} MiB  "
+              f"{statistics.median(draw_ms[first]) / draw:>5.2f}x faster "
+              f"(rounds {min(draw_ms[name]):.2f}-{max(draw_ms[name]):.2f})")
+
+
+if __name__ == "__main__":
+    main()
