@@ -37,6 +37,7 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                 learner_thread=thread, replay_frames_on_device=frames)
             if device.startswith("cuda"):
                 config.learners(num_gpus_per_learner=1)
+                torch.cuda.reset_peak_memory_stats()
             with PeakRSS() as mem:
                 algo = config.build_algo()
                 result, started = {}, None
@@ -48,13 +49,17 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                 ceiling = (kappa == 1.0 and runners == env_runners[0] and thread == learner_threads[0]
                            and frames == replay_frames[0])
                 where = algo.local_replay_buffer.frames_device
+                store = algo.local_replay_buffer._frames
+                replay_bytes = store.nbytes if where is not None and store is not None else 0
                 alone = learner_alone_rate(algo, 5) if ceiling else None
                 algo.stop()
             threaded = (", learner thread" if thread else "") + (
                 f", replay frames on {where.type}" if where is not None else ", replay frames LZ4 in host memory")
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}{threaded}", rate,
                          "DQN" if kappa == 1.0 else name, mem.peak,
-                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"))
+                         f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"
+                         + (f"; GPU memory peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, replay "
+                            f"{replay_bytes / 2**30:.2f} GiB of it" if device.startswith("cuda") else "")))
             if ceiling:
                 rows.append((f"kappa-rllib {name}, its learner alone on {device} (nothing sampled)", alone, "DQN",
                              mem.peak, "the ceiling of any sampling layout"))
