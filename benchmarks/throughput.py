@@ -12,6 +12,7 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload local-weights --steps 25000 --env-runners 2
     python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
     python benchmarks/throughput.py --workload atari --steps 50000 --env-runners 2,4 --device cuda --torch-threads 4
+    python benchmarks/throughput.py --workload atari-pipeline --steps 4000 --env-runners 2
     python benchmarks/throughput.py --workload packing --steps 10000 --env-runners 2 --trials-per-gpu 1,2,4 --device cuda
 
 W1: CartPole-v1, 2x64 MLP, batch 32, one update per 4 env steps, replay 50k, target copy every 500
@@ -31,6 +32,10 @@ Atari: kappa = 1 and kappa-PI-DQN on ALE/Breakout-v5 with the Atari preset (the 
 Pipeline: W3 at kappa = 1 taken apart per remote EnvRunner count: the run, the run with nothing learnt (the
     pipeline's own ceiling), the runners sampling alone, and the learner alone on an idle machine and with one
     core kept busy (throughput_parts.dqn.workload_pipeline). Rates after the learning start.
+Atari-pipeline: the Atari run at kappa = 1 with nothing learnt (the pipeline's own ceiling, after a 2,000-step
+    learning start) per remote EnvRunner count, with the replay's frames LZ4 in host memory and in the ring on the
+    learner's device (`--replay-frames`), beside the runners sampling alone
+    (throughput_parts.atari.workload_atari_pipeline).
 Pi-evaluation: W3's kappa-PI-DQN with N remote EnvRunners, its runners sampling the next improvement phase's first
     chunk during each evaluation phase (the default) against after it (throughput_parts.dqn.workload_pi_evaluation).
 Local-weights: W3 at kappa = 1 with N remote EnvRunners, the env-less local EnvRunner loading every chunk's weights
@@ -62,7 +67,8 @@ import sys
 
 import torch
 
-from throughput_parts.atari import profile_atari, workload_atari, workload_graphs, workload_packing
+from throughput_parts.atari import (profile_atari, workload_atari, workload_atari_pipeline, workload_graphs,
+                                    workload_packing)
 from throughput_parts.dqn import (workload_local_weights, workload_pi_evaluation, workload_pipeline, workload_w1,
                                   workload_w3)
 from throughput_parts.trpo import workload_w2
@@ -70,7 +76,8 @@ from throughput_parts.trpo import workload_w2
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, pipeline, pi-evaluation, local-weights, atari, graphs, packing")
+    p.add_argument("--workload", default="w1,w2", help="comma-separated: w1, w2, w3, pipeline, pi-evaluation, local-weights, atari, "
+                        "atari-pipeline, graphs, packing")
     p.add_argument("--steps", type=int, default=20_000, help="env steps (W1; Atari: after learning starts)")
     p.add_argument("--iterations", type=int, default=20, help="timed TRPO iterations (W2)")
     p.add_argument("--env-runners", default="0",
@@ -160,6 +167,10 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
                                               tuple(args.atari_algos.split(",")), learner_threads(args),
                                               replay_frames(args))
+    if "atari-pipeline" in workloads:
+        frames = (False, True) if args.replay_frames in ("auto", "both") else replay_frames(args)
+        rows += [("Atari's pipeline (kappa = 1, nothing learnt)",)] + workload_atari_pipeline(args.steps, runners,
+                                                                                              frames)
     if "graphs" in workloads:
         rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:

@@ -12,6 +12,8 @@ Rewards are stored unshaped: the learner shapes them with the current V_phi at u
 
 from __future__ import annotations
 
+import heapq
+
 import lz4.block
 import numpy as np
 from ray.rllib.core.columns import Columns
@@ -29,11 +31,12 @@ class FrameStore:
     instead of two full stacks per transition cuts replay memory ~8x (100k Atari transitions:
     ~0.7 GB instead of 5.6 GB), as SB3's `optimize_memory_usage` and Dopamine's circular
     buffer do. Exactness does not rest on that assumption: each stack is checked against the
-    frames it would reuse and written whole when it does not match, so a sampled stack is
-    always byte for byte the stack that was added.
+    stack whose frames it would reuse and written whole when it does not match, and a
+    transition whose frames the ring overwrote is dropped (`UniformReplayBuffer._drop_overwritten`),
+    so a sampled stack is always byte for byte the stack that was added.
 
     Frames live in a ring of `capacity` frames addressed by global ids (ever increasing); a stack
-    is 4 ids. The buffer drops a transition before its frames are overwritten. Two storages of
+    is 4 ids. Two storages of
     the ring, the same ids, samples and checkpoints (tested equal):
     * `device=None`: in host memory, each frame LZ4-compressed (Atari frames: ~17x smaller, ~4 us
       to compress, ~7 us to decompress), so the paper's 100k-transition buffer holds ~45 MB of
@@ -58,8 +61,11 @@ class FrameStore:
             import torch
 
             need = self.capacity * self._frame_bytes
-            if torch.device(device).type == "cuda" and need > torch.cuda.mem_get_info(device)[0]:
-                free = torch.cuda.mem_get_info(device)[0]
+            # free: the device's, plus what torch's allocator holds unused (a ring replaced on a restore lands there)
+            free = 0 if torch.device(device).type != "cuda" else (
+                torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+                - torch.cuda.memory_allocated(device))
+            if torch.device(device).type == "cuda" and need > free:
                 raise MemoryError(
                     f"the replay's frame ring needs {need / 2**30:.2f} GiB on {device}, {free / 2**30:.2f} GiB is "
                     f"free: lower replay_buffer_config['capacity'] or set replay_frames_on_device=False (frames "
@@ -224,6 +230,7 @@ class UniformReplayBuffer:
         self._frames: FrameStore | None = None
         self._next = 0
         self._size = 0
+        self._init_frame_order()
         self._rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
@@ -263,6 +270,8 @@ class UniformReplayBuffer:
             self._arrays[k][idx] = v
         self._next = (self._next + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
+        if self._frames is not None:
+            self._note_frame_order(batch[OBS + "_ids"], batch[NEXT_OBS + "_ids"])
         self._drop_overwritten()
         if self._frames is not None:
             self._frames.flush()
@@ -282,12 +291,38 @@ class UniformReplayBuffer:
     def _oldest(self) -> int:
         return (self._next - self._size) % self.capacity
 
+    # ----- which transitions' frames the ring overwrote
+    # A transition's frames are alive while its oldest frame id is (`FrameStore._alive`). Transitions mostly come
+    # with ever larger ids, so that dropping the oldest transitions while theirs are dead keeps every stored
+    # transition's frames alive. Not always: a sub-env's chunk continuing after other sub-envs' segments reuses
+    # the ids remembered at its chunk end (`FrameStore.remember`), older than theirs. Such a transition (its oldest
+    # id below the largest oldest id added before it) is noted in a heap by its oldest id; once that id is
+    # overwritten, it goes with every transition older than it, instead of staying in the buffer with frames that
+    # are no longer its own (in the presets' runs this never happens: a chunk's frames are far fewer than the
+    # ring's slack of 0.1 x capacity + 256 frames).
+    def _init_frame_order(self) -> None:
+        self._added = 0  # transitions added, all time (a transition's index: its count before it)
+        self._watermark = -1  # the largest oldest-frame id of any transition added
+        self._out_of_order: list[tuple[int, int]] = []  # heap of (oldest frame id, index) of such transitions
+
+    def _note_frame_order(self, obs_ids: np.ndarray, next_ids: np.ndarray) -> None:
+        oldest = np.minimum(obs_ids.min(axis=1), next_ids.min(axis=1))
+        before = np.maximum.accumulate(np.concatenate([[self._watermark], oldest]))[:-1]
+        for k in np.flatnonzero(oldest < before):
+            heapq.heappush(self._out_of_order, (int(oldest[k]), self._added + int(k)))
+        self._watermark = max(self._watermark, int(oldest.max()))
+        self._added += len(oldest)
+
     def _drop_overwritten(self) -> None:
-        """Forgets the oldest transitions whose frames the ring has overwritten (rare: only when
-        stacks share no frames, e.g. many interleaved episode chunks)."""
+        """Forgets the oldest transitions while any stored transition's frames were overwritten (rare: only when
+        stacks share no frames, e.g. many interleaved episode chunks; see `_init_frame_order`)."""
         if self._frames is None:
             return
         limit = self._frames.written - self._frames.capacity
+        while self._out_of_order and self._out_of_order[0][0] < limit:
+            _, index = heapq.heappop(self._out_of_order)
+            if index >= self._added - self._size:  # still stored: it goes, and every transition older than it
+                self._size = self._added - index - 1
         obs_ids, next_ids = self._arrays[OBS + "_ids"], self._arrays[NEXT_OBS + "_ids"]
         while self._size and min(obs_ids[self._oldest()].min(), next_ids[self._oldest()].min()) < limit:
             self._size -= 1
@@ -360,4 +395,9 @@ class UniformReplayBuffer:
                 self._allocate(arrays, compact=False)
             for k, v in arrays.items():
                 self._arrays[k][: len(v)] = v
+        self._init_frame_order()
+        if self._frames is not None and self._size:  # (the stored transitions, oldest first, as if added now)
+            self._note_frame_order(self._arrays[OBS + "_ids"][: self._size], self._arrays[NEXT_OBS + "_ids"][: self._size])
+        else:
+            self._added = self._size
         self._rng.bit_generator.state = state["rng"]

@@ -156,7 +156,89 @@ def test_the_device_ring_draws_what_the_lz4_store_draws_and_their_checkpoints_ar
 def test_a_gpu_ring_that_does_not_fit_says_so_before_allocating(monkeypatch):
     """A ring larger than the GPU's free memory: one line naming the settings that fix it (not CUDA's
     out-of-memory traceback mid-run)."""
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (500 * 2**20, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (400 * 2**20, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 150 * 2**20)  # 100 MiB of it unused
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 50 * 2**20)
     with pytest.raises(MemoryError, match=r"needs 0\.72 GiB on cuda, 0\.49 GiB is free: lower "
                                           r"replay_buffer_config\['capacity'\] or set replay_frames_on_device=False"):
         FrameStore(110_256, (84, 84), 4, device=torch.device("cuda"))
+
+
+class _Env:
+    """A frame-stacked env that never ends: each step shifts in one new frame, unique to this env and step."""
+
+    def __init__(self, env_id: int):
+        self.id, self.t = env_id, 0
+        self.stack = np.stack([self._frame() for _ in range(DEPTH)], axis=-1)
+
+    def _frame(self) -> np.ndarray:
+        self.t += 1
+        frame = np.zeros((H, W), np.uint8)
+        frame[0, :3] = self.id, self.t % 256, self.t // 256
+        return frame
+
+    def segment(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        obs, nxt = [], []
+        for _ in range(n):
+            obs.append(self.stack)
+            self.stack = np.concatenate([self.stack[..., 1:], self._frame()[..., None]], axis=-1)
+            nxt.append(self.stack)
+        return np.stack(obs), np.stack(nxt)
+
+
+def _add_chunk(buf, segments, added):
+    """One chunk: the envs' segments one after another, as `segment_transitions` concatenates them."""
+    obs = np.concatenate([s[0] for s in segments])
+    nxt = np.concatenate([s[1] for s in segments])
+    rewards = np.arange(len(added), len(added) + len(obs), dtype=np.float32)  # a transition's number
+    buf.add({"obs": obs, "new_obs": nxt, "actions": np.zeros(len(obs), np.int64), "rewards": rewards,
+             "terminateds": np.zeros(len(obs), np.float32)})
+    added += list(zip(obs, nxt))
+
+
+def _check_rows(buf, added):
+    got = buf.transitions()
+    for o, n, r in zip(got["obs"], got["new_obs"], got["rewards"]):
+        np.testing.assert_array_equal(o, added[int(r)][0])
+        np.testing.assert_array_equal(n, added[int(r)][1])
+
+
+@storages
+def test_a_chunk_that_goes_on_from_frames_the_ring_overwrote_is_dropped_not_kept_with_other_frames(storage):
+    """An env whose chunk end is remembered, then goes on after more transitions than the frame ring's slack: its
+    next transition reuses the remembered ids, older than every frame written since. Once the ring overwrites
+    them, that transition goes with every older one. It used to stay in the buffer, its stacks made of other
+    envs' frames (a row of `transitions()` differed from what was added), in both storages."""
+    buf = UniformReplayBuffer(capacity=1000, seed=0, frames_device=storage)
+    a, b, added = _Env(1), _Env(2), []
+    _add_chunk(buf, [a.segment(1)], added)  # A's chunk end remembered
+    _add_chunk(buf, [b.segment(800)], added)  # 800 fresh frames of B
+    _add_chunk(buf, [a.segment(1)], added)  # A goes on: its obs reuses the remembered (now old) ids
+    _add_chunk(buf, [b.segment(560)], added)  # the ring (1,356 frames) overwrites them
+    _check_rows(buf, added)
+    assert len(buf) == 560  # A's second transition and everything before it dropped
+    assert buf.transitions()["rewards"][0] == 802  # the oldest kept: B's first transition after it
+
+
+@storages
+def test_interleaved_sub_envs_keep_the_whole_capacity_and_exact_stacks(storage):
+    """The presets' case: 4 sub-envs' segments of 16 steps a chunk, each sub-env going on from its chunk end
+    (ids older than the other sub-envs' newest): every transition noted out of order, none dropped for it (its
+    frames outlive it), the buffer full at capacity, every row exact, across a checkpoint too."""
+    envs, added = [_Env(k) for k in range(4)], []
+    buf = UniformReplayBuffer(capacity=400, seed=0, frames_device=storage)
+    for _ in range(20):  # 1,280 transitions: the buffer wraps three times
+        _add_chunk(buf, [env.segment(16) for env in envs], added)
+    assert len(buf) == 400 and buf._out_of_order  # out of order, yet kept
+    _check_rows(buf, added)
+    restored = UniformReplayBuffer(capacity=400, seed=0, frames_device=storage)
+    restored.set_state(buf.get_state())
+    chunks = [[env.segment(16) for env in envs] for _ in range(10)]
+    more = list(added)
+    for chunk in chunks:
+        _add_chunk(buf, chunk, added)
+        _add_chunk(restored, chunk, more)
+    assert len(buf) == len(restored) == 400
+    _check_rows(restored, more)
+    for key, value in buf.transitions().items():
+        np.testing.assert_array_equal(restored.transitions()[key], value)

@@ -66,6 +66,32 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
     return rows
 
 
+def workload_atari_pipeline(steps: int, env_runners: list[int], replay_frames: tuple = (False, True)) -> list[tuple]:
+    """The Atari pipeline's own ceiling on this machine, per storage of the replay's frames: kappa = 1 on Breakout
+    with the Atari preset and N remote EnvRunners, nothing learnt (`timed_run`: each learner call draws its
+    minibatches from the replay as the run does, then makes no gradient step), env steps/s over `steps` env steps
+    after a 2,000-step learning start; beside it the N runners sampling the run's chunks alone. What separates the
+    rows is the driver's per-chunk work (collect, replay add and draw, weight publish), with the frames LZ4 in host
+    memory (`replay_frames_on_device=False`) or in the ring on the learner's device (`True`; here the CPU)."""
+    from throughput_parts.dqn import runners_alone_rate, timed_run
+
+    rows = Rows()
+    for runners in [n for n in env_runners if n > 0]:
+        alone = f"{runners} remote EnvRunner(s) sampling Breakout alone"
+        for k, frames in enumerate(replay_frames):
+            config = preset_config("pi", 1.0, ATARI["env"], 2_000 + steps, runners=runners).training(
+                num_steps_sampled_before_learning_starts=2_000, env_steps_per_iteration=1024,
+                replay_frames_on_device=frames)
+            rate, result, algo = timed_run(config, nothing_learnt=True)
+            where = "ring on the learner's device (cpu)" if frames else "LZ4 in host memory"
+            if k == 0:
+                rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0, f"chunks of {algo._chunk_size()}"))
+            algo.stop()
+            rows.append((f"kappa = 1, {runners} remote EnvRunner(s), nothing learnt, replay frames {where}", rate,
+                         "DQN", 0, "the pipeline's own ceiling; base: the runners alone", alone))
+    return rows
+
+
 def workload_packing(steps: int, trials_per_gpu: list[int], runners: int, device: str) -> list[tuple]:
     """N kappa-PI-DQN Atari trials at once through Tune (`kappa-rllib tune --gpus-per-trial 1/N`),
     per N: the aggregate env steps/s after learning starts and the slowest trial's rate."""

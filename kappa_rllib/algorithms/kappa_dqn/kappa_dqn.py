@@ -54,7 +54,10 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
 
     def setup(self, config) -> None:
         super().setup(config)
-        self.local_replay_buffer.frames_device = self._replay_frames_device()
+        replay = self.local_replay_buffer
+        replay.frames_device = self._replay_frames_device()
+        if replay._frames is not None and replay._frames.device != replay.frames_device:
+            replay.set_state(replay.get_state())  # (filled during setup, by a callback's restore: moved there)
         self._init_schedule_state()
 
     def _replay_frames_device(self):

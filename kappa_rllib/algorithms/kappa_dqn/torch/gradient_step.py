@@ -122,7 +122,10 @@ class GraphedTDStep:
                         value.zero_()  # Adam's initial state: step 0, zero moments
         optimizer.zero_grad(set_to_none=True)  # the graph allocates (and then owns) the gradients
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # thread_local: with `learner_thread` the capture runs on the learner thread while the driver thread goes on
+        # with CUDA work of its own (a replay ring on the GPU: pinned copies of new frames, gathers); the default
+        # ("global") mode would refuse those calls, or invalidate the capture, for as long as it runs
+        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.stats = body()
 
     def still_valid(self, optimizer) -> bool:
