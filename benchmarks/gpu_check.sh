@@ -14,20 +14,30 @@
 #   bash path/to/site-bundle.sh .devrun/site312.tar.xz
 # then run this from the checkout on the GPU machine; logs go to $OUT (default /tmp/gpu_check).
 # Steps: `STEPS=5000` env steps after learning starts per Atari row.
+# Each step's wall time goes to $OUT/times.txt (the whole script is meant to fit one 9-minute loan; expected, from
+# the rates measured on an H100 in 2026-11: tests ~1 min, graphs ~0.5, replay draw ~1.5, Atari rows ~4, packing
+# ~1.5); a step that overruns its share is cut (`timeout`), so the steps after it still run.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 STEPS=${STEPS:-5000}
 mkdir -p "$OUT" /tmp/site
+step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note its wall time
+  local name=$1 limit=$2 start=$SECONDS; shift 2
+  timeout "$limit" "$@"; local rc=$?
+  echo "$name: $((SECONDS - start)) s (limit $limit s, exit $rc)" | tee -a "$OUT/times.txt"
+}
 [[ -f .devrun/site312.tar.xz ]] && tar -xJf .devrun/site312.tar.xz -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
-python3 -m pytest tests/test_cuda_graphs.py tests/test_frame_replay.py -v -o addopts="" -p no:cacheprovider 2>&1 | tee "$OUT/tests.txt"
-python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 2>&1 \
-  | grep -v "WARNING\|USDT" | tee "$OUT/graphs.txt"
-python3 benchmarks/replay_draw.py --device cuda --transitions 100000 --rounds 5 2>&1 | tee "$OUT/replay_draw.txt"
-python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda --torch-threads 4 \
-  --learner-thread both --replay-frames both 2>&1 \
-  | grep -v "WARNING\|USDT" | tee "$OUT/atari.txt"
-python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 --trials-per-gpu 4 --device cuda \
-  --torch-threads 4 2>&1 | grep -v "WARNING\|USDT" | tee "$OUT/packing.txt"
+step tests 90 python3 -m pytest tests/test_cuda_graphs.py tests/test_frame_replay.py -v -o addopts="" \
+  -p no:cacheprovider > "$OUT/tests.txt" 2>&1
+step graphs 60 python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 > "$OUT/graphs.txt" 2>&1
+step replay_draw 120 python3 benchmarks/replay_draw.py --device cuda --transitions 100000 --rounds 5 \
+  > "$OUT/replay_draw.txt" 2>&1
+step atari 270 python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda \
+  --torch-threads 4 --learner-thread both --replay-frames both --rounds 1 > "$OUT/atari.txt" 2>&1
+step packing 100 python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 \
+  --trials-per-gpu 4 --device cuda --torch-threads 4 --rounds 1 > "$OUT/packing.txt" 2>&1
+grep -h "^measured\|passed\|failed\|storage\|faster" "$OUT"/*.txt | grep -v "WARNING\|USDT"
+cat "$OUT/times.txt"
