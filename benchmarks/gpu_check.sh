@@ -5,18 +5,21 @@
 #      replay's tests (the ring on the GPU draws what the LZ4 store draws);
 #   2. the learner alone, eager and graphed: gradient steps/s and kernel launches per step;
 #   3. a chunk's replay draw, LZ4 frames in host memory (decoded, pinned, copied) against the ring on the GPU
-#      (gathered there), and the ring's memory for the paper's 100k transitions (benchmarks/replay_draw.py);
-#   4. Atari Breakout, kappa = 1 and kappa-PI-DQN with 2 remote EnvRunners, beside the minimal loops, each with
-#      and without `learner_thread` (the gradient steps on a thread of their own), with the replay's frames in
-#      host memory and on the GPU (`replay_frames_on_device`);
+#      (gathered there), on 30k Breakout transitions (benchmarks/replay_draw.py; the 100k ring's memory shows
+#      in step 4's GPU memory peaks);
+#   4. Atari Breakout beside the minimal loops, with `learner_thread` (the gradient steps on a thread of their
+#      own): kappa = 1 with 4 and 8 remote EnvRunners, the replay's frames in host memory and on the GPU
+#      (`replay_frames_on_device`), its learner alone; kappa-PI-DQN with 8, the frames on the GPU (one round:
+#      the loan's time; each row prints the GPU's memory peak);
 #   5. four kappa-PI-DQN trials sharing the GPU (tune --gpus-per-trial 0.25).
 # Build the dependency bundle first, where pip works (in the checkout):
 #   bash path/to/site-bundle.sh .devrun/site312.tar.xz
 # then run this from the checkout on the GPU machine; logs go to $OUT (default /tmp/gpu_check).
 # Steps: `STEPS=5000` env steps after learning starts per Atari row.
-# Each step's wall time goes to $OUT/times.txt (the whole script is meant to fit one 9-minute loan; expected, from
-# the rates measured on an H100 in 2026-11: tests ~1 min, graphs ~0.5, replay draw ~1.5, Atari rows ~4, packing
-# ~1.5); a step that overruns its share is cut (`timeout`), so the steps after it still run.
+# Each step's wall time goes to $OUT/times.txt. The whole script is meant to fit one 9-minute loan (expected, from
+# the rates measured on an H100 in 2026-11: tests ~1 min, graphs ~0.5, replay draw ~0.7, Atari rows ~4, packing
+# ~1.5; limits 9.0 min in all); a step that overruns its limit is cut (`timeout`), what it measured so far kept,
+# and the steps after it still run.
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 STEPS=${STEPS:-5000}
@@ -30,14 +33,18 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note its wa
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
-step tests 90 python3 -m pytest tests/test_cuda_graphs.py tests/test_frame_replay.py -v -o addopts="" \
+step tests 80 python3 -m pytest tests/test_cuda_graphs.py tests/test_frame_replay.py -v -o addopts="" \
   -p no:cacheprovider > "$OUT/tests.txt" 2>&1
 step graphs 60 python3 benchmarks/throughput.py --workload graphs --device cuda --torch-threads 4 > "$OUT/graphs.txt" 2>&1
-step replay_draw 120 python3 benchmarks/replay_draw.py --device cuda --transitions 100000 --rounds 5 \
+step replay_draw 60 python3 benchmarks/replay_draw.py --device cuda --transitions 30000 --rounds 5 \
   > "$OUT/replay_draw.txt" 2>&1
-step atari 270 python3 benchmarks/throughput.py --workload atari --steps "$STEPS" --env-runners 2 --device cuda \
-  --torch-threads 4 --learner-thread both --replay-frames both --rounds 1 > "$OUT/atari.txt" 2>&1
-step packing 100 python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 \
+step atari_dqn 170 python3 benchmarks/throughput.py --workload atari --atari-algos dqn --steps "$STEPS" \
+  --env-runners 4,8 --device cuda --torch-threads 4 --learner-thread on --replay-frames both --rounds 1 \
+  > "$OUT/atari_dqn.txt" 2>&1
+step atari_pi 90 python3 benchmarks/throughput.py --workload atari --atari-algos kappa-pi --steps "$STEPS" \
+  --env-runners 8 --device cuda --torch-threads 4 --learner-thread on --replay-frames device --rounds 1 \
+  > "$OUT/atari_pi.txt" 2>&1
+step packing 80 python3 benchmarks/throughput.py --workload packing --steps "$STEPS" --env-runners 2 \
   --trials-per-gpu 4 --device cuda --torch-threads 4 --rounds 1 > "$OUT/packing.txt" 2>&1
 grep -h "^measured\|passed\|failed\|storage\|faster" "$OUT"/*.txt | grep -v "WARNING\|USDT"
 cat "$OUT/times.txt"
