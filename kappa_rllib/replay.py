@@ -236,6 +236,11 @@ class UniformReplayBuffer:
     def __len__(self) -> int:
         return self._size
 
+    @classmethod
+    def frame_ring_size(cls, capacity: int) -> int:
+        """Frames the `FrameStore` of a `capacity`-transition buffer holds (its slack: episode starts, chunk ends)."""
+        return int(capacity * cls.FRAME_SLACK) + 4 * FrameStore.RECENT
+
     @property
     def compact(self) -> bool:
         """Whether observations are stored frame by frame."""
@@ -249,7 +254,7 @@ class UniformReplayBuffer:
             (h, w, depth), _ = shapes.pop(OBS)
             shapes.pop(NEXT_OBS)
             shapes[OBS + "_ids"] = shapes[NEXT_OBS + "_ids"] = ((depth,), np.int64)
-            frames = int(self.capacity * self.FRAME_SLACK) + 4 * FrameStore.RECENT
+            frames = self.frame_ring_size(self.capacity)
             self._frames = FrameStore(frames, (h, w), depth, device=self.frames_device)
         self._arrays = {k: np.zeros((self.capacity,) + shape, dtype=dtype) for k, (shape, dtype) in shapes.items()}
 

@@ -65,6 +65,48 @@ def check_embedded(label: str, config, num_cpus: int | None, *, lower: str = "lo
             f"EnvRunner{'s' * (runners != 1)}"
             f"{' and its learners' if config.num_learners else ''}) but this embedded Ray has {describe(have)}"
             f"{' (--num-cpus)' if num_cpus else ''}: {lower}, or run on a cluster (--address)")
+    check_replay_fits_gpu(label, config)
+
+
+def replay_ring_on_gpu(config) -> int:
+    """Bytes of GPU memory one run's replay ring takes (kappa-DQN's `replay_frames_on_device` resolved to a local
+    GPU learner, on an env of image stacks: `replay.FrameStore`); 0 where the frames stay in host memory."""
+    setting = getattr(config, "replay_frames_on_device", False)
+    if setting is False or config.num_learners or not config.num_gpus_per_learner or not isinstance(config.env, str):
+        return 0
+    import numpy as np
+
+    from kappa_rllib.envs import spaces_of
+    from kappa_rllib.replay import FrameStore, UniformReplayBuffer
+
+    space = spaces_of(config.env, config.env_config)[0]
+    shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+    if shape is None or not FrameStore.applies_to(np.zeros((1,) + tuple(shape), dtype)):
+        return 0
+    capacity = config.replay_buffer_config.get("capacity")
+    return UniformReplayBuffer.frame_ring_size(capacity) * int(np.prod(shape[:-1]))
+
+
+def check_replay_fits_gpu(label: str, config) -> None:
+    """ValueError (one line) when the replay rings of the runs sharing a GPU (1 / `num_gpus_per_learner` of them,
+    as Tune packs trials) need more than its free memory; nothing without a local GPU (the learner's GPU is then
+    elsewhere: the ring's own check says so when it is made)."""
+    need = replay_ring_on_gpu(config)
+    if not need or not _local_gpus():
+        return
+    import math
+
+    import torch
+
+    sharing = max(1, math.floor(1 / config.num_gpus_per_learner + 1e-9))
+    free = torch.cuda.mem_get_info(0)[0]
+    if need * sharing > free:
+        runs = f"{sharing} runs sharing a GPU ({config.num_gpus_per_learner:g} each)" if sharing > 1 else "one run"
+        raise ValueError(
+            f"{label}: the replay's frame ring needs {need / 2**30:.2f} GiB of GPU memory a run, "
+            f"{need * sharing / 2**30:.2f} GiB for {runs}, and the GPU has {free / 2**30:.2f} GiB free: lower "
+            f"replay_buffer_config['capacity'] or set replay_frames_on_device=False (frames LZ4-compressed in host "
+            f"memory)")
 
 
 def _local_gpus() -> int:

@@ -459,3 +459,33 @@ def test_the_api_reports_own_ranges_first_and_all_at_once():
     config.training(kappa=0.84, lr=1e-4, train_batch_size=32, total_env_steps=5_000)
     with pytest.raises(ValueError, match="num_steps_sampled_before_learning_starts=10000 is not below"):
         config.validate()
+
+
+def test_replay_rings_that_would_not_fit_the_gpu_are_refused_before_ray_starts(monkeypatch):
+    """A GPU learner keeps an Atari replay's frames in a ring on the GPU (`replay_frames_on_device="auto"`): 0.72
+    GiB for the paper's 100k transitions (110,256 frames of 84x84). `tune --gpus-per-trial 0.25` packs 4 trials on a
+    GPU: a GPU with 2 GiB free cannot hold their rings, and the check says so in one line naming the settings that
+    fix it; 2 trials a GPU, or the frames in host memory, fit."""
+    import torch
+
+    from kappa_rllib import presets, resources
+
+    monkeypatch.setattr(resources, "_local_gpus", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 * 2**30, 80 * 2**30))
+
+    def atari(share, **training):
+        config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5")))
+        return config.environment("ALE/Breakout-v5").learners(num_gpus_per_learner=share).training(**training)
+
+    assert resources.replay_ring_on_gpu(atari(0.25)) == 110_256 * 84 * 84
+    with pytest.raises(ValueError) as e:
+        resources.check_embedded("grid 'atari': a trial", atari(0.25), 16)
+    assert str(e.value) == (
+        "grid 'atari': a trial: the replay's frame ring needs 0.72 GiB of GPU memory a run, 2.90 GiB for 4 runs "
+        "sharing a GPU (0.25 each), and the GPU has 2.00 GiB free: lower replay_buffer_config['capacity'] or set "
+        "replay_frames_on_device=False (frames LZ4-compressed in host memory)")
+    resources.check_embedded("a trial", atari(0.5), 16)  # 1.45 GiB: fits
+    resources.check_embedded("a trial", atari(0.25, replay_frames_on_device=False), 16)  # host memory
+    assert resources.replay_ring_on_gpu(atari(0.0)) == 0  # a CPU learner: LZ4 in host memory ("auto")
+    cartpole = KappaPIDQNConfig().environment("CartPole-v1").learners(num_gpus_per_learner=1)
+    assert resources.replay_ring_on_gpu(cartpole) == 0  # no image stacks, no ring
