@@ -139,13 +139,15 @@ class FrameStore:
     def _alive(self, ids: np.ndarray) -> bool:
         return ids.min() >= self.written - self.capacity
 
-    def add_stack(self, stack: np.ndarray) -> np.ndarray:
-        """The ids of `stack`, writing only the frames not already stored."""
+    def add_stack(self, stack: np.ndarray, equal: bool | None = None, shifted: bool | None = None) -> np.ndarray:
+        """The ids of `stack`, writing only the frames not already stored. `equal` / `shifted`: whether `stack`
+        equals the last stack added / is it shifted by one frame, where the caller compared them already (in one
+        pass over a batch: `UniformReplayBuffer._store_frames`); None: compared here."""
         if self._prev is not None and self._alive(self._prev[1]):
             prev, prev_ids = self._prev
-            if np.array_equal(stack, prev):
+            if np.array_equal(stack, prev) if equal is None else equal:
                 return prev_ids
-            if np.array_equal(stack[..., :-1], prev[..., 1:]):  # one new frame
+            if np.array_equal(stack[..., :-1], prev[..., 1:]) if shifted is None else shifted:  # one new frame
                 ids = np.append(prev_ids[1:], self._write(stack[..., -1]))
                 self._prev = (stack, ids)
                 return ids
@@ -282,12 +284,21 @@ class UniformReplayBuffer:
             self._frames.flush()
 
     def _store_frames(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The batch with its image stacks replaced by frame ids. The stacks are compared in three passes over the
+        batch (numpy, not a call per stack): each obs with the previous transition's next obs (`goes_on`), and each
+        next obs with its obs (`same`, `shifted`); `FrameStore.add_stack` takes those answers, since the last stack
+        it was given holds exactly those bytes (the previous next obs, or this obs)."""
         store, obs, next_obs = self._frames, batch[OBS], batch[NEXT_OBS]
+        axes = tuple(range(1, obs.ndim))
+        goes_on = np.zeros(len(obs), bool)
+        goes_on[1:] = (obs[1:] == next_obs[:-1]).all(axis=axes)
+        same = (next_obs == obs).all(axis=axes)
+        shifted = (next_obs[..., :-1] == obs[..., 1:]).all(axis=axes)
         obs_ids, next_ids = [], []
         for t in range(len(obs)):
-            obs_ids.append(store.add_stack(obs[t]))
-            next_ids.append(store.add_stack(next_obs[t]))
-            if t + 1 == len(obs) or not np.array_equal(obs[t + 1], next_obs[t]):  # a chunk ends
+            obs_ids.append(store.add_stack(obs[t], equal=bool(goes_on[t]) if t else None))
+            next_ids.append(store.add_stack(next_obs[t], equal=bool(same[t]), shifted=bool(shifted[t])))
+            if t + 1 == len(obs) or not goes_on[t + 1]:  # a chunk ends
                 store.remember(next_obs[t], next_ids[-1])
         out = {k: v for k, v in batch.items() if k not in (OBS, NEXT_OBS)}
         out[OBS + "_ids"], out[NEXT_OBS + "_ids"] = np.stack(obs_ids), np.stack(next_ids)

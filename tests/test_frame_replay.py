@@ -242,3 +242,48 @@ def test_interleaved_sub_envs_keep_the_whole_capacity_and_exact_stacks(storage):
     _check_rows(restored, more)
     for key, value in buf.transitions().items():
         np.testing.assert_array_equal(restored.transitions()[key], value)
+
+
+class _StackByStack(UniformReplayBuffer):
+    """The replay as it compared stacks before: each stack against the last one, one call at a time."""
+
+    def _store_frames(self, batch):
+        store, obs, next_obs = self._frames, batch["obs"], batch["new_obs"]
+        obs_ids, next_ids = [], []
+        for t in range(len(obs)):
+            obs_ids.append(store.add_stack(obs[t]))
+            next_ids.append(store.add_stack(next_obs[t]))
+            if t + 1 == len(obs) or not np.array_equal(obs[t + 1], next_obs[t]):
+                store.remember(next_obs[t], next_ids[-1])
+        out = {k: v for k, v in batch.items() if k not in ("obs", "new_obs")}
+        out["obs_ids"], out["new_obs_ids"] = np.stack(obs_ids), np.stack(next_ids)
+        return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_comparing_a_batchs_stacks_in_one_pass_stores_what_comparing_them_one_by_one_stores(seed):
+    """`_store_frames` compares a batch's stacks in three numpy passes and hands the answers to `add_stack`: the
+    same frame ids, frames written and stored rows as comparing each stack as it comes, after every add, on
+    interleaved envs whose frames repeat (equal stacks, equal frames), resets and non-shifted stacks."""
+    rng = np.random.default_rng(seed)
+    envs = [np.repeat(rng.integers(0, 3, (H, W, 1), dtype=np.uint8), DEPTH, -1) for _ in range(3)]
+    capacity = int(rng.choice([50, 300]))
+    fast, slow = UniformReplayBuffer(capacity, seed=seed), _StackByStack(capacity, seed=seed)
+    for _ in range(60):
+        chunk = []
+        for _ in range(int(rng.integers(1, 4))):  # a chunk: a few envs' segments
+            e = int(rng.integers(3))
+            for _ in range(int(rng.integers(1, 10))):
+                frame = envs[e][..., -1:] if rng.random() < 0.3 else rng.integers(0, 3, (H, W, 1), dtype=np.uint8)
+                nxt = np.concatenate([envs[e][..., 1:], frame], -1)
+                if rng.random() < 0.05:  # a reset: a stack that is no shift of the last
+                    nxt = np.repeat(rng.integers(0, 3, (H, W, 1), dtype=np.uint8), DEPTH, -1)
+                chunk.append((envs[e], nxt))
+                envs[e] = nxt
+        batch = {"obs": np.stack([c[0] for c in chunk]), "new_obs": np.stack([c[1] for c in chunk]),
+                 "actions": np.zeros(len(chunk), np.int64), "rewards": np.arange(len(chunk), dtype=np.float32),
+                 "terminateds": np.zeros(len(chunk), np.float32)}
+        fast.add(batch)
+        slow.add(batch)
+        a, b = fast.get_state(), slow.get_state()
+        assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"] and a["size"] == b["size"]
