@@ -9,7 +9,10 @@ pins and copies the stacks to the device, as `_fused_batch_tensors` does; the ri
 around GPU work synchronizes before it stops. Also per chunk: the replay add (LZ4: compress each new frame; ring:
 one copy of the new frames), and the memory each storage holds.
 
-    python benchmarks/replay_draw.py [--transitions 100000] [--device cpu|cuda] [--rounds 5]
+    python benchmarks/replay_draw.py [--transitions 100000] [--device cpu|cuda] [--rounds 5] [--base REV]
+
+`--base REV` adds a third replay: the LZ4 store of `kappa_rllib/replay.py` as it was at git revision REV (loaded
+from `git show`), fed the same chunks in the same loop, so its add and draw are measured side by side with today's.
 """
 
 from __future__ import annotations
@@ -45,18 +48,40 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def replay_at(rev: str):
+    """`kappa_rllib/replay.py` as it was at git revision `rev`, as a module of its own."""
+    import importlib.util
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(["git", "-C", str(root), "show", f"{rev}:kappa_rllib/replay.py"], check=True,
+                            capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "replay_at_base.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("replay_at_base", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--transitions", type=int, default=100_000, help="the replay's capacity, filled")
     p.add_argument("--device", default="cpu", help="the learner's device: cpu or cuda")
     p.add_argument("--rounds", type=int, default=5, help="alternated rounds (each storage once a round)")
     p.add_argument("--draws", type=int, default=20, help="chunk draws a round")
+    p.add_argument("--base", help="also the LZ4 store of kappa_rllib/replay.py at this git revision")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     device = torch.device(args.device)
     buffers = {"LZ4 frames in host memory": UniformReplayBuffer(args.transitions, seed=0),
                f"ring on the learner's device ({device.type})": UniformReplayBuffer(args.transitions, seed=0,
                                                                                    frames_device=device)}
+    if args.base:
+        buffers[f"LZ4 frames, the code at {args.base}"] = replay_at(args.base).UniformReplayBuffer(args.transitions,
+                                                                                                  seed=0)
     add_ms = {name: [] for name in buffers}
     env, rng = make_env("ALE/Breakout-v5"), np.random.default_rng(0)
     obs, _ = env.reset(seed=0)

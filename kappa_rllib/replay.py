@@ -328,6 +328,10 @@ class UniformReplayBuffer:
             heapq.heappush(self._out_of_order, (int(oldest[k]), self._added + int(k)))
         self._watermark = max(self._watermark, int(oldest.max()))
         self._added += len(oldest)
+        if len(self._out_of_order) > 2 * self.capacity + 64:  # (entries of transitions gone already: pruned)
+            first = self._added - self._size  # (the oldest stored transition's index: `add` counted this batch in)
+            self._out_of_order = [entry for entry in self._out_of_order if entry[1] >= first]
+            heapq.heapify(self._out_of_order)
 
     def _drop_overwritten(self) -> None:
         """Forgets the oldest transitions while any stored transition's frames were overwritten (rare: only when

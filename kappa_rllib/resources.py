@@ -65,7 +65,7 @@ def check_embedded(label: str, config, num_cpus: int | None, *, lower: str = "lo
             f"EnvRunner{'s' * (runners != 1)}"
             f"{' and its learners' if config.num_learners else ''}) but this embedded Ray has {describe(have)}"
             f"{' (--num-cpus)' if num_cpus else ''}: {lower}, or run on a cluster (--address)")
-    check_replay_fits_gpu(label, config)
+    check_replay_fits_gpu(label, config, trials=not in_driver)
 
 
 def replay_ring_on_gpu(config) -> int:
@@ -87,19 +87,18 @@ def replay_ring_on_gpu(config) -> int:
     return UniformReplayBuffer.frame_ring_size(capacity) * int(np.prod(shape[:-1]))
 
 
-def check_replay_fits_gpu(label: str, config) -> None:
-    """ValueError (one line) when the replay rings of the runs sharing a GPU (1 / `num_gpus_per_learner` of them,
-    as Tune packs trials) need more than its free memory; nothing without a local GPU (the learner's GPU is then
-    elsewhere: the ring's own check says so when it is made)."""
+def check_replay_fits_gpu(label: str, config, *, trials: bool = True) -> None:
+    """ValueError (one line) when the replay rings of the runs sharing a GPU (with `trials`, Tune's: 1 /
+    `num_gpus_per_learner` of them; else one run) need more than its free memory (the first GPU's, as `nvidia-smi`
+    reads it: no CUDA context is made in this process). Nothing without a local GPU or `nvidia-smi` (the ring's own
+    check says so when it is made, on the learner's GPU)."""
     need = replay_ring_on_gpu(config)
-    if not need or not _local_gpus():
+    free = _gpu_free_bytes() if need and _local_gpus() else None
+    if free is None:
         return
     import math
 
-    import torch
-
-    sharing = max(1, math.floor(1 / config.num_gpus_per_learner + 1e-9))
-    free = torch.cuda.mem_get_info(0)[0]
+    sharing = max(1, math.floor(1 / config.num_gpus_per_learner + 1e-9)) if trials else 1
     if need * sharing > free:
         runs = f"{sharing} runs sharing a GPU ({config.num_gpus_per_learner:g} each)" if sharing > 1 else "one run"
         raise ValueError(
@@ -107,6 +106,18 @@ def check_replay_fits_gpu(label: str, config) -> None:
             f"{need * sharing / 2**30:.2f} GiB for {runs}, and the GPU has {free / 2**30:.2f} GiB free: lower "
             f"replay_buffer_config['capacity'] or set replay_frames_on_device=False (frames LZ4-compressed in host "
             f"memory)")
+
+
+def _gpu_free_bytes() -> int | None:
+    """The first GPU's free memory in bytes, from `nvidia-smi` (None where it cannot be read)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=20)
+        return int(out.stdout.split()[0]) * 2**20 if out.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
 
 
 def _local_gpus() -> int:

@@ -465,13 +465,15 @@ def test_replay_rings_that_would_not_fit_the_gpu_are_refused_before_ray_starts(m
     """A GPU learner keeps an Atari replay's frames in a ring on the GPU (`replay_frames_on_device="auto"`): 0.72
     GiB for the paper's 100k transitions (110,256 frames of 84x84). `tune --gpus-per-trial 0.25` packs 4 trials on a
     GPU: a GPU with 2 GiB free cannot hold their rings, and the check says so in one line naming the settings that
-    fix it; 2 trials a GPU, or the frames in host memory, fit."""
+    fix it; 2 trials a GPU, one `train` run, or the frames in host memory, fit. The free memory is nvidia-smi's: the
+    driver makes no CUDA context (it would hold ~0.4 GiB of the GPU its trials share)."""
     import torch
 
     from kappa_rllib import presets, resources
 
     monkeypatch.setattr(resources, "_local_gpus", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(resources, "_gpu_free_bytes", lambda: 2 * 2**30)  # (nvidia-smi's figure)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: pytest.fail("a CUDA context in the driver"))
 
     def atari(share, **training):
         config = presets.apply(KappaPIDQNConfig(), presets.load(presets.preset_for("ALE/Breakout-v5")))
@@ -485,6 +487,9 @@ def test_replay_rings_that_would_not_fit_the_gpu_are_refused_before_ray_starts(m
         "sharing a GPU (0.25 each), and the GPU has 2.00 GiB free: lower replay_buffer_config['capacity'] or set "
         "replay_frames_on_device=False (frames LZ4-compressed in host memory)")
     resources.check_embedded("a trial", atari(0.5), 16)  # 1.45 GiB: fits
+    resources.check_embedded("--algo kappa-pi-dqn", atari(0.25), 16, in_driver=True)  # `train`: one run, 0.72 GiB
+    monkeypatch.setattr(resources, "_gpu_free_bytes", lambda: None)  # no nvidia-smi: left to the ring's own check
+    resources.check_embedded("a trial", atari(0.25), 16)
     resources.check_embedded("a trial", atari(0.25, replay_frames_on_device=False), 16)  # host memory
     assert resources.replay_ring_on_gpu(atari(0.0)) == 0  # a CPU learner: LZ4 in host memory ("auto")
     cartpole = KappaPIDQNConfig().environment("CartPole-v1").learners(num_gpus_per_learner=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -53,6 +54,10 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                 replay_bytes = store.nbytes if where is not None and store is not None else 0
                 alone = learner_alone_rate(algo, 5) if ceiling else None
                 algo.stop()
+                del algo, store  # (the next row's GPU memory peak must not count this row's replay ring)
+                gc.collect()
+                if device.startswith("cuda"):
+                    torch.cuda.empty_cache()
             threaded = (", learner thread" if thread else "") + (
                 f", replay frames on {where.type}" if where is not None else ", replay frames LZ4 in host memory")
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}{threaded}", rate,

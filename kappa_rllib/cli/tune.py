@@ -143,6 +143,7 @@ def _check_local_cpus(args, grids) -> None:
         for _, config in grid.trial_configs():
             key = (config.num_env_runners, config.num_cpus_per_env_runner, config.num_learners,
                    config.num_gpus_per_learner, config.num_cpus_for_main_process, repr(config.env),
+                   repr(config.env_config),
                    repr(getattr(config, "replay_buffer_config", None)), getattr(config, "replay_frames_on_device", None))
             if key not in seen:  # the trials' resource settings (and what sizes a replay ring on a GPU), each once
                 seen.add(key)
