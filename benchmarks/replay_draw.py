@@ -21,10 +21,9 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 import torch
 
-from kappa_rllib.envs import make_env
+from atari_replay_memory import breakout_chunks
 from kappa_rllib.replay import UniformReplayBuffer
 
 CHUNK = 64  # env steps per chunk (the Atari preset's env_steps_per_runner_call)
@@ -83,27 +82,14 @@ def main(argv=None):
         buffers[f"LZ4 frames, the code at {args.base}"] = replay_at(args.base).UniformReplayBuffer(args.transitions,
                                                                                                   seed=0)
     add_ms = {name: [] for name in buffers}
-    env, rng = make_env("ALE/Breakout-v5"), np.random.default_rng(0)
-    obs, _ = env.reset(seed=0)
-    chunk, added, started = [], 0, time.perf_counter()
-    while added < args.transitions:
-        action = int(rng.integers(env.action_space.n))
-        nxt, reward, terminated, truncated, _ = env.step(action)
-        chunk.append((obs, nxt, action, reward, terminated))
-        obs = nxt
-        if terminated or truncated:
-            obs, _ = env.reset()
-        if len(chunk) == CHUNK:
-            batch = {"obs": np.stack([c[0] for c in chunk]), "new_obs": np.stack([c[1] for c in chunk]),
-                     "actions": np.array([c[2] for c in chunk]), "rewards": np.array([c[3] for c in chunk], np.float32),
-                     "terminateds": np.array([c[4] for c in chunk], np.float32)}
-            for name, buf in buffers.items():
-                t = time.perf_counter()
-                buf.add(batch)
-                synchronize(device)
-                add_ms[name].append(1e3 * (time.perf_counter() - t))
-            added += CHUNK
-            chunk = []
+    added, started = 0, time.perf_counter()
+    for batch, _ in breakout_chunks(args.transitions, CHUNK, split_at_episode_end=False):
+        for name, buf in buffers.items():  # (each replay adds the same chunk, timed)
+            t = time.perf_counter()
+            buf.add(batch)
+            synchronize(device)
+            add_ms[name].append(1e3 * (time.perf_counter() - t))
+        added += CHUNK
     print(f"filled {added:,} transitions of Breakout in {time.perf_counter() - started:.0f} s; "
           f"{args.rounds} alternated rounds of {args.draws} chunk draws ({DRAW} transitions each)")
     draw_ms = {name: [] for name in buffers}
