@@ -252,15 +252,16 @@ def test_the_papers_equations_are_rendered_as_maths(site):
 
 def test_the_heavy_result_data_stays_out_of_the_site(site):
     """docs/results/table2/trials/ (~80 MB of slimmed trial JSON, for `kappa-rllib report`) is
-    excluded from the build (mkdocs `exclude_docs`). The site itself is ~14.5 MB: MathJax 2.3 MB, the theme's
-    scripts and search ~2.5 MB, the learning curves (two-panel figures of up to 0.6 MB) most of the rest, the
-    phone's drawings (`*_narrow.png`) 2.5 MB of it; the kappa-VI ablation's one-panel figure ~0.5 MB."""
+    excluded from the build (mkdocs `exclude_docs`). The site itself is ~16.3 MB: MathJax 2.3 MB, the theme's
+    scripts and search ~2.5 MB, the learning curves (two-panel figures of up to 0.6 MB, one per Table 2 task)
+    most of the rest, the phone's drawings (`*_narrow.png`) 2.9 MB of it; the kappa-VI ablation's one-panel
+    figure ~0.5 MB."""
     _, site_dir = site
     assert (ROOT / "docs" / "results" / "table2" / "trials").is_dir()
     assert not (site_dir / "results" / "table2" / "trials").exists()
     assert not list(site_dir.rglob("result.json"))
     size = sum(p.stat().st_size for p in site_dir.rglob("*") if p.is_file())
-    assert size < 16_000_000, f"the site is {size / 1e6:.1f} MB"
+    assert size < 17_000_000, f"the site is {size / 1e6:.1f} MB"
 
 
 def test_the_experiments_page_names_every_grid_file():
@@ -438,6 +439,7 @@ def test_the_results_page_opens_with_the_figure_and_the_claims_then_every_cell_f
         "Against": ["results/table2/table.md", "results/table2/improvement.md"],
         "κ-VI-TRPO": ["results/table2/table.md", "results/table2/improvement.md"],
         "Swimmer": ["results/table2/table.md", "results/table2/improvement.md"],
+        "HumanoidStandup": ["results/table2/table.md", "results/table2/improvement.md"],
         "Lowering": ["results/table2/lower_gamma.md", "results/minatar/1m/lower_gamma.md"],
         "Ant": ["results/table2/ant_level/table.md"],
         "MinAtar at 250k": ["results/minatar/table.md"],

@@ -768,6 +768,7 @@ def _improvement_sections(tmp_path, runs, **kw):
     return text, {s.split("\n", 1)[0]: s for s in ("\n" + text).split("\n# ")[1:]}
 
 
+BASELINE_SECTION = "kappa_best against the baseline, kappa = 1 (the paper's Tables 1 and 2)"
 GAE_SECTION = "kappa_best against GAE at lambda_best (the paper's Table 2)"
 KAPPA_0_SECTION = "kappa_best against kappa = 0 (the paper's Table 2)"
 
@@ -795,7 +796,10 @@ def test_kappa_best_against_gae_at_its_best_lambda_is_the_probability_of_improve
     assert "| Hopper-v5 (C_FA 0.2) | kappa-vi | 0.92 (2, n=3) | 0 (2, n=3) | 0.50 |" in gae  # all ties or even
     assert "| kappa-pi, 2 envs | 0.67 |" in gae and "| kappa-vi, 2 envs | 0.25 |" in gae  # (1/3 + 1) / 2, (0 + .5) / 2
     assert "Ant-v5" not in gae
-    assert list(sections) == [GAE_SECTION, KAPPA_0_SECTION]  # no naive cell anywhere: no such section
+    assert list(sections) == [BASELINE_SECTION, GAE_SECTION, KAPPA_0_SECTION]  # no naive cell: no such section
+    # kappa_best against TRPO (kappa = 1): only Walker2d has TRPO; every TRPO run (1000) is above every kappa run
+    assert "| Walker2d-v5 (C_FA 0.2) | kappa-pi | 0.68 (400, n=3) | 1 (1000, n=3) | 0.00 | [0.00, 0.00] |" in \
+        sections[BASELINE_SECTION] and "Hopper-v5" not in sections[BASELINE_SECTION]
     # no GAE anywhere: no section (and no crash); nothing to compare at all: no file
     _, sections = _improvement_sections(tmp_path, [r for r in runs if r.lambda_ is None or r.lambda_ == 1.0])
     assert GAE_SECTION not in sections and KAPPA_0_SECTION in sections
@@ -1103,3 +1107,53 @@ def test_runs_of_two_families_on_one_seed_are_two_runs():
     ppo = replace(trpo, family="ppo", path=trpo.path + "/ppo")
     assert data.one_per_cell([trpo, ppo]) == [trpo, ppo]
     assert data.one_per_cell([trpo, replace(trpo, path=trpo.path + "/copy")]) == [trpo]  # a copy: once
+
+
+def test_an_env_with_fewer_seeds_keeps_its_rows_and_the_aggregates_over_the_others_stand(tmp_path):
+    """rliable's stratified bootstrap takes a runs x tasks array. An env run with 3 seeds beside envs of 5 (Table 2's
+    HumanoidStandup row) keeps its own rows; the aggregates over environments take the envs of the size the most
+    envs share, exactly as if the other env were absent, and a line names what they leave out. Before, one such env
+    dropped every aggregate from iqm.md and improvement.md."""
+    def env_runs(env, scale, seeds):
+        base = np.arange(seeds, dtype=float)
+        return (_runs(env, list(scale * (10 + base)), variant="kappa-pi", kappa=0.68)
+                + _runs(env, list(scale * (5 + base)), variant="kappa-pi", kappa=0.68, naive=True)
+                + _runs(env, list(scale * (2 + 2 * base))))
+    five = env_runs("Hopper-v5", 1.0, 5) + env_runs("Walker2d-v5", 3.0, 5) + env_runs("Ant-v5", 7.0, 5)
+    three = env_runs("HumanoidStandup-v5", 1000.0, 3)
+    alone, mixed = tmp_path / "alone", tmp_path / "mixed"
+    for out, runs in ((alone, five), (mixed, five + three)):
+        out.mkdir()
+        report.write_iqm(report.build_tables(runs), out, reps=200)
+        report.write_improvement(report.build_tables(runs), out, reps=200)
+
+    def aggregate_rows(out):
+        with open(out / "iqm.csv") as f:
+            return {r["cell"]: r for r in csv.DictReader(f) if r["env"] == "ALL (normalised)"}
+    assert aggregate_rows(mixed) == aggregate_rows(alone) and len(aggregate_rows(alone)) == 3
+    best = aggregate_rows(mixed)["kappa-pi kappa_best"]
+    # the normalised matrix by hand: per env, (score - min) / (max - min) over every run of that env
+    columns = []
+    for env in ("Ant-v5", "Hopper-v5", "Walker2d-v5"):
+        cell = np.array([r.episode_returns[0] for r in five if r.env == env and r.variant == "kappa-pi" and not r.naive])
+        every = np.array([r.episode_returns[0] for r in five if r.env == env])
+        columns.append((cell - every.min()) / (every.max() - every.min()))
+    assert float(best["iqm"]) == pytest.approx(metrics.aggregate_iqm(np.stack(columns, axis=1)))
+    assert best["n"] == "3"  # environments
+    iqm_md = (mixed / "iqm.md").read_text()
+    assert "| HumanoidStandup-v5 (C_FA 0.2) | kappa-pi kappa_best (kappa=0.68) |" in iqm_md
+    assert "HumanoidStandup-v5 (C_FA 0.2), 3 seeds against 5: every cell." in iqm_md
+    assert "Left out" not in (alone / "iqm.md").read_text()
+
+    improvement = (mixed / "improvement.md").read_text()
+    assert improvement.count("| kappa-pi, 3 envs | 1.00 |") == 1  # C_FA's runs above every naive run: P = 1
+    assert "| HumanoidStandup-v5 (C_FA 0.2) | kappa-pi | 0.68 (11000, n=3) | 0.68 (6000, n=3) | 1.00 |" in improvement
+    assert "kappa-pi: HumanoidStandup-v5 (C_FA 0.2) (3 and 3 seeds, against 5 and 5)" in improvement
+
+    # two envs of 3 seeds against one of 5: the aggregate takes the two
+    out = tmp_path / "two_small"
+    out.mkdir()
+    runs = env_runs("Hopper-v5", 1.0, 5) + three + env_runs("Swimmer-v5", 2.0, 3)
+    report.write_iqm(report.build_tables(runs), out, reps=200)
+    assert aggregate_rows(out)["kappa-pi kappa_best"]["n"] == "2"
+    assert "Hopper-v5 (C_FA 0.2), 5 seeds against 3: every cell." in (out / "iqm.md").read_text()

@@ -10,8 +10,8 @@ def add_parser(sub) -> None:
         "report", help="tables (md/csv/tex), IQM, curves and heat-maps from Tune results",
         description="Reads the Tune results under a folder (no re-running) and writes table.md/.csv/.tex (the paper's "
                     "Table 1/2 columns with 95% CIs, the paper's numbers beside), iqm.md/.csv (rliable), "
-                    "improvement.md (rliable's probability of improvement: C_FA against naive, kappa_best "
-                    "against GAE and against kappa = 0), "
+                    "improvement.md (rliable's probability of improvement: kappa_best against the baseline, "
+                    "C_FA against naive, kappa_best against GAE and against kappa = 0), "
                     "curves_*.png (and cells_*.png, every kappa cell in one panel, for an env with four or more: an "
                     "ablation), heatmap_*.png and scores.csv.",
         epilog="example: kappa-rllib report results/tune/cartpole_dqn --out results/tune/cartpole_dqn/report")

@@ -16,8 +16,8 @@ nothing, and writes:
   aggregated over environments on min-max normalised scores; `iqm_narrow.png`, each cell's name above
   its bar, for a phone.
 * `improvement.md` - rliable's probability of improvement with 95% stratified-bootstrap CIs, per
-  environment and kappa variant and over environments, for each comparison that has cells: the C_FA
-  schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
+  environment and kappa variant and over environments, for each comparison that has cells: kappa_best
+  against the baseline (DQN / TRPO, kappa = 1), the C_FA schedule against the naive N_kappa = T (the paper's Sec. 5.2), kappa_best against GAE at its best
   lambda < 1, and kappa_best against kappa = 0 (`iqm.COMPARISONS`).
 * `vs_paper.png` - here against the paper at a glance: a panel per task with the paper's cells, every seed
   a dot, each cell's mean and Student-t 95% CI beside the paper's mean and +- (report/vs_paper.py);

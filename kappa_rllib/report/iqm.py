@@ -73,6 +73,7 @@ def write_iqm(tables: list[EnvTable], out: Path, reps: int = 2000, score_window:
         for name, (iqm, lo, hi, k) in aggregate.items():
             lines.append(f"| {name} | {iqm:.3f} | [{lo:.3f}, {hi:.3f}] | {k} |")
             rows_csv.append({"env": "ALL (normalised)", "cell": name, "iqm": iqm, "ci_low": lo, "ci_high": hi, "n": k})
+        lines += _left_out_note(per_env, aggregate, "seeds")
     paths = [out / "iqm.md", out / "iqm.csv"]
     paths[0].write_text("\n".join(lines) + "\n")
     with open(paths[1], "w", newline="") as f:
@@ -184,6 +185,10 @@ class Comparison:
     pair: Callable[[EnvTable, str, dict], tuple[Cell, Cell] | str | None]
 
 
+def _baseline_pair(t: EnvTable, variant: str, cols: dict):
+    return cols.get("kappa_best"), t.shared(variant, "baseline")  # DQN / TRPO sampled as the variant was
+
+
 def _naive_pair(t: EnvTable, variant: str, cols: dict):
     return cols.get("kappa_best"), cols.get("naive")
 
@@ -206,6 +211,12 @@ def _kappa_0_pair(t: EnvTable, variant: str, cols: dict):
 
 _IMPROVEMENT_CI = "rliable's probability of improvement with its 95% stratified-bootstrap CI. 0.5: no difference"
 COMPARISONS = (
+    Comparison("kappa_best against the baseline, kappa = 1 (the paper's Tables 1 and 2)",
+               "P(kappa_best > baseline): the probability that a run of the kappa_best cell (the variant's best "
+               "mean over the kappa < 1 run, N_kappa from C_FA) ends above a run of the baseline (DQN or TRPO: "
+               "a kappa algorithm at kappa = 1 is it exactly), " + _IMPROVEMENT_CI +
+               "; a CI above 0.5: kappa_best better.",
+               "kappa_best", "baseline", "kappa_best cell: kappa", "baseline cell: kappa", _baseline_pair),
     Comparison("N_kappa from C_FA against the naive N_kappa = T (the paper's Sec. 5.2)",
                "P(C_FA > naive): the probability that a run of the C_FA cell (kappa_best, N_kappa from C_FA) "
                "ends above a run of the naive cell (N_kappa = T at its best kappa), " + _IMPROVEMENT_CI +
@@ -231,9 +242,9 @@ COMPARISONS = (
 
 def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: int, score_window: str) -> list[str]:
     """One comparison's lines: P(X > Y) with its 95% CI for each env and kappa variant with both cells
-    (a note where `comparison.pair` gives one), and over the envs where every pair has the same number of
-    seeds. No lines if no table has a row."""
-    pairs, notes, order, per_variant = {}, {}, [], defaultdict(list)  # order: every row's key, tables' order
+    (a note where `comparison.pair` gives one), and over the envs (those whose pairs have the number of seeds the most
+    envs share: `largest_same_size_group`; the others named in a line). No lines if no table has a row."""
+    pairs, notes, order, per_variant = {}, {}, [], defaultdict(dict)  # order: every row's key, tables' order
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
         for variant, cols in t.rows.items():
@@ -250,7 +261,7 @@ def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: i
             key = f"{label} | {variant} | {x.param:g} ({x.mean:.0f}, n={x.n}) | {y.param:g} ({y.mean:.0f}, n={y.n})"
             pairs[key] = (x.scores.reshape(-1, 1), y.scores.reshape(-1, 1))
             order.append(key)
-            per_variant[variant].append((x.scores, y.scores))
+            per_variant[variant][label] = (x.scores, y.scores)
     if not pairs and not notes:
         return []
     p_name = f"P({comparison.x} > {comparison.y})"
@@ -264,26 +275,34 @@ def _improvement_section(tables: list[EnvTable], comparison: Comparison, reps: i
         else:
             p, lo, hi = probabilities[key]
             lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
-    overall = {}
+    overall, left_out = {}, []
     for variant, cells in per_variant.items():
-        sizes = {(b.size, n.size) for b, n in cells}
-        if len(cells) >= 2 and len(sizes) == 1:
-            overall[f"{variant}, {len(cells)} envs"] = (np.stack([b for b, _ in cells], axis=1),
-                                                         np.stack([n for _, n in cells], axis=1))
+        kept, left = largest_same_size_group(cells, lambda pair: (pair[0].size, pair[1].size))
+        if len(kept) >= 2:
+            overall[f"{variant}, {len(kept)} envs"] = (np.stack([b for b, _ in kept.values()], axis=1),
+                                                        np.stack([n for _, n in kept.values()], axis=1))
+            x_n, y_n = (scores.size for scores in next(iter(kept.values())))
+            left_out += [f"{variant}: {label} ({x} and {y} seeds, against {x_n} and {y_n})"
+                         for label, (x, y) in left.items()]
     if overall:
         lines += ["", "Over the envs (the mean of the per-env probabilities; the bootstrap resamples runs within each env):",
                   "", f"| variant | {p_name} | 95% CI |", "|---|---|---|"]
         for key, (p, lo, hi) in improvement_with_ci(overall, reps).items():
             lines.append(f"| {key} | {p:.2f} | [{lo:.2f}, {hi:.2f}] |")
+        if left_out:
+            lines += ["", "Left out of the rows over the envs for another number of seeds (rliable's bootstrap takes "
+                      "the same number in each environment): " + "; ".join(left_out) + "."]
     return lines
 
 
 def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score_window: str = "episodes") -> list[Path]:
     """`improvement.md`: rliable's probability of improvement for each of `COMPARISONS` that has a row, a
-    section each: the paper's second claim (Sec. 5.2), N_kappa from C_FA against the naive N_kappa = T
+    section each: kappa_best against the baseline (kappa = 1: DQN or TRPO, the paper's headline); the paper's
+    second claim (Sec. 5.2), N_kappa from C_FA against the naive N_kappa = T
     (P(kappa_best cell > naive cell)); kappa_best against GAE at its best lambda < 1; the best cell of
     0 < kappa <= 1 (the baseline is kappa = 1) against the same variant's kappa = 0. Each per env and kappa
-    variant with both cells, with its 95% CI, and over the envs where every pair has the same number of seeds. Nothing if no table has a row for any of them."""
+    variant with both cells, with its 95% CI, and over the envs whose pairs have the number of seeds the most envs share.
+    Nothing if no table has a row for any of them."""
     sections = [lines for c in COMPARISONS if (lines := _improvement_section(tables, c, reps, score_window))]
     if not sections:
         return []
@@ -293,8 +312,8 @@ def write_improvement(tables: list[EnvTable], out: Path, reps: int = 2000, score
 
 
 def _normalised_aggregate(per_env: dict, tables: list[EnvTable]) -> dict:
-    """IQM over environments of min-max normalised scores, for cells present in >= 2 environments
-    with the same number of seeds in each (rliable needs a runs x tasks array)."""
+    """IQM over environments of min-max normalised scores, for cells present in >= 2 environments with the
+    same number of seeds (rliable needs a runs x tasks array): the envs of the number the most envs share."""
     bounds = {}
     for t in tables:
         label = t.env + (f" (C_FA {t.c_fa:g})" if t.c_fa is not None else "")
@@ -302,19 +321,52 @@ def _normalised_aggregate(per_env: dict, tables: list[EnvTable]) -> dict:
         bounds[label] = (allscores.min(), allscores.max())
     score_dict, envs_of = {}, {}
     for (variant, column), by_env in per_env.items():
-        sizes = {s.size for s in by_env.values()}
-        if len(by_env) < 2 or len(sizes) != 1:
+        kept, _ = largest_same_size_group(by_env, lambda scores: scores.size)
+        if len(kept) < 2:
             continue
         columns = []
-        for label, scores in sorted(by_env.items()):
+        for label, scores in sorted(kept.items()):
             lo, hi = bounds[label]
             columns.append((scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores))
         name = (f"{variant} " if variant else "") + column
         score_dict[name] = np.stack(columns, axis=1)
-        envs_of[name] = len(by_env)
+        envs_of[name] = len(kept)
     if not score_dict:
         return {}
     return {k: (*v, envs_of[k]) for k, v in iqm_with_ci(score_dict).items()}
+
+
+def _left_out_note(per_env: dict, aggregate: dict, unit: str) -> list[str]:
+    """Lines naming, for each aggregated cell, the envs left out for another number of runs (none: no lines)."""
+    cells_of: dict = defaultdict(list)  # (env, its runs, the aggregate's runs) -> the cells leaving it out
+    for (variant, column), by_env in per_env.items():
+        name = (f"{variant} " if variant else "") + column
+        kept, left = largest_same_size_group(by_env, lambda scores: scores.size)
+        if name in aggregate:
+            n = next(iter(kept.values())).size
+            for label, k in left.items():
+                cells_of[(label, k, n)].append(name)
+    if not cells_of:
+        return []
+    notes = [f"{label}, {k} {unit} against {n}: " + ("every cell" if len(names) == len(aggregate) else ", ".join(names))
+             for (label, k, n), names in sorted(cells_of.items())]
+    return ["", "Left out of the aggregate for another number of " + unit + " (rliable's bootstrap takes the "
+            "same number in each environment; their own rows are above): " + "; ".join(notes) + "."]
+
+
+def largest_same_size_group(by_env: dict, size: Callable) -> tuple[dict, dict]:
+    """The envs of `by_env` ({env: scores}) an aggregate over environments can take together, and those it
+    leaves out: rliable's stratified bootstrap draws from a runs x tasks array, so every env it takes has the
+    same number of runs. The kept group is the size shared by the most envs (ties: the larger size); the
+    left-out envs keep their own rows. Returns ({env: scores} kept, {env: size} left out)."""
+    groups: dict = defaultdict(list)
+    for label, scores in by_env.items():
+        groups[size(scores)].append(label)
+    if not groups:
+        return {}, {}
+    chosen = max(groups, key=lambda n: (len(groups[n]), n))
+    kept = {label: by_env[label] for label in groups[chosen]}
+    return kept, {label: size(scores) for label, scores in by_env.items() if label not in kept}
 
 
 # ----------------------------------------------------------------------------------- lower gamma
