@@ -10,7 +10,10 @@ actions come from one batched forward pass of the module, and `sample()` returns
 **segments** instead of episodes.
 
 A segment is consecutive steps of one sub-env's episode (the same cut as an RLlib episode chunk):
-    obs        (n + 1, ...)  s_0 .. s_n
+    obs        (n + 1, ...)  s_0 .. s_n; or, for stacked uint8 frames that shift by one frame a step (Atari),
+    frames     (n + depth, H, W) instead: each frame once, s_t = frames[t : t + depth] channels last
+               (`kappa_rllib.replay.frames_of`: a quarter of the bytes to send, and the replay stores them as
+               they are; `segment_stacks` gives the stacks)
     actions    (n, ...)      the module's actions (before unsquashing to the env's bounds)
     rewards    (n,)          raw env rewards
     terminated bool          s_n is terminal
@@ -42,6 +45,7 @@ from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
 from kappa_rllib.envs import LIFE_LOST
 from kappa_rllib.mlp_policy import NumpyActor
+from kappa_rllib.replay import FRAMES, frame_stacks, frames_of
 
 # Result key (under env_runners/) listing the raw return of every episode finished in an iteration.
 EPISODE_RETURNS = "episode_returns"
@@ -79,6 +83,9 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
         self._epsilon_greedy = hasattr(self.module, "epsilon_schedule") if self.module is not None else False
         self._rng = np.random.default_rng(None if self._seed is None else self._seed + 7919)
         self._numpy_actor = None
+        # frame-stacked segments sent as their frames (`FRAMES`); kappa-DQN's `send_frames`, on elsewhere too
+        # (`segment_transitions` rebuilds the stacks for whoever wants them)
+        self._send_frames = bool(getattr(self.config, "send_frames", True))
         self.weights_version = 0  # of the acting weights this runner acts with (kappa_rllib.algorithms.sampling)
         if self.module is not None:
             # Acting never trains: eval mode once, then the modules' private forwards (RLlib's
@@ -196,10 +203,10 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
     def _new_part(self, i: int) -> dict:
         return {"obs": [self._obs[i]], "actions": [], "rewards": [], "logp": [], "life_lost": []}
 
-    @staticmethod
-    def _close(part: dict, terminated: bool, truncated: bool) -> dict:
+    def _close(self, part: dict, terminated: bool, truncated: bool) -> dict:
+        frames = frames_of(part["obs"]) if self._send_frames else None
         seg = {
-            Columns.OBS: _float32(np.stack(part["obs"])),
+            **({FRAMES: frames} if frames is not None else {Columns.OBS: _float32(np.stack(part["obs"]))}),
             Columns.ACTIONS: np.stack(part["actions"]),
             Columns.REWARDS: np.asarray(part["rewards"], np.float32),
             "terminated": bool(terminated),
@@ -223,8 +230,16 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
         self._episode[i] = [0.0, 0, time.perf_counter()]
 
 
+def segment_stacks(segment: dict) -> np.ndarray:
+    """A segment's observations s_0 .. s_n, whichever way it holds them (a read-only view of its frames)."""
+    if FRAMES in segment:
+        frames = segment[FRAMES]
+        return frame_stacks(frames, len(frames) - len(segment[Columns.REWARDS]))
+    return segment[Columns.OBS]
+
+
 def segment_transitions(segments: list[dict], life_loss_terminal: bool = False,
-                        truncateds: bool = False) -> dict[str, np.ndarray]:
+                        truncateds: bool = False, frames: bool = False) -> dict[str, np.ndarray]:
     """Flat (s, a, r, s', terminated) columns of a list of segments (RLlib's column names).
 
     Only a terminated segment's last step is terminal; a truncated one is bootstrapped. With
@@ -232,7 +247,9 @@ def segment_transitions(segments: list[dict], life_loss_terminal: bool = False,
     With `truncateds`, `Columns.TRUNCATEDS` marks a segment's last step cut by the time limit
     (TRPO's chunks keep it; a replay buffer, which stores every column, is not given it).
     `Columns.EPS_ID` numbers the segments (0, 1, ...), so `split_segments` can undo the
-    flattening; `Columns.ACTION_LOGP` is kept where the segments have it.
+    flattening; `Columns.ACTION_LOGP` is kept where the segments have it. With `frames`, where every
+    segment holds its frames (`FRAMES`), the columns hold those (a list, a segment each) instead of the
+    obs and next obs stacks: what `UniformReplayBuffer.add` stores without building the stacks.
     """
     segments = [s for s in segments if len(s[Columns.REWARDS])]
     if not segments:
@@ -250,9 +267,13 @@ def segment_transitions(segments: list[dict], life_loss_terminal: bool = False,
             term[:] = s[LIFE_LOST]
         term[-1] = max(term[-1], float(s["terminated"]))
         terms.append(term)
-    out = {
-        Columns.OBS: np.concatenate([s[Columns.OBS][:-1] for s in segments]),
-        Columns.NEXT_OBS: np.concatenate([s[Columns.OBS][1:] for s in segments]),
+    if frames and all(FRAMES in s for s in segments):
+        out = {FRAMES: [s[FRAMES] for s in segments]}
+    else:
+        stacks = [segment_stacks(s) for s in segments]
+        out = {Columns.OBS: np.concatenate([s[:-1] for s in stacks]),
+               Columns.NEXT_OBS: np.concatenate([s[1:] for s in stacks])}
+    out |= {
         Columns.ACTIONS: np.concatenate([s[Columns.ACTIONS] for s in segments]),
         Columns.REWARDS: np.concatenate([s[Columns.REWARDS] for s in segments]),
         Columns.TERMINATEDS: np.concatenate(terms),

@@ -18,9 +18,31 @@ import lz4.block
 import numpy as np
 from ray.rllib.core.columns import Columns
 
-OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS = (
-    Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.NEXT_OBS, Columns.TERMINATEDS
+OBS, ACTIONS, REWARDS, NEXT_OBS, TERMINATEDS, EPS_ID = (
+    Columns.OBS, Columns.ACTIONS, Columns.REWARDS, Columns.NEXT_OBS, Columns.TERMINATEDS, Columns.EPS_ID
 )
+# A segment's (`kappa_rllib.env_runner`) observations as frames, each once: an EnvRunner sends these instead of its
+# stacks where every stack is the one before shifted by one new frame (a frame-stacked env's episode: Atari), and
+# the replay stores them without building the stacks (`UniformReplayBuffer._store_frame_segments`).
+FRAMES = "frames"
+
+
+def frames_of(stacks: list) -> np.ndarray | None:
+    """The frames of consecutive uint8 (H, W, depth) stacks, each frame once, (n + depth, H, W): stack t is
+    frames[t : t + depth], channels last (`frame_stacks`). None unless every stack is the one before it shifted by
+    one frame (the check is exact: a chain that passes it is rebuilt bit for bit)."""
+    first = stacks[0]
+    if not (first.dtype == np.uint8 and first.ndim == 3 and first.shape[-1] > 1):
+        return None
+    planes = np.stack([np.moveaxis(s, -1, 0) for s in stacks])  # (n + 1, depth, H, W)
+    if not (planes[1:, :-1] == planes[:-1, 1:]).all():
+        return None
+    return np.concatenate([planes[0], planes[1:, -1]])
+
+
+def frame_stacks(frames: np.ndarray, depth: int) -> np.ndarray:
+    """`frames_of`'s inverse as a read-only view, no copy: (len(frames) - depth + 1, H, W, depth)."""
+    return np.lib.stride_tricks.sliding_window_view(frames, depth, axis=0)
 
 
 class FrameStore:
@@ -193,6 +215,17 @@ class FrameStore:
         self._prev, self._recent = None, {}
 
 
+def stacks_of_frame_segments(batch: dict, depth: int | None = None) -> dict[str, np.ndarray]:
+    """A batch with `FRAMES` as one with obs and next obs stacks (`segment_transitions`' columns, same order)."""
+    segments = batch[FRAMES]
+    if depth is None:  # (n + depth frames for n transitions)
+        depth = len(segments[0]) - int(np.sum(np.asarray(batch[EPS_ID]) == batch[EPS_ID][0]))
+    stacks = [frame_stacks(frames, depth) for frames in segments]
+    out = {OBS: np.concatenate([s[:-1] for s in stacks]), NEXT_OBS: np.concatenate([s[1:] for s in stacks])}
+    out.update((k, v) for k, v in batch.items() if k != FRAMES)
+    return out
+
+
 _PACK_CHUNK = 1 << 28  # bytes per LZ4 block (lz4.block takes < 2 GiB per call)
 
 
@@ -265,12 +298,16 @@ class UniformReplayBuffer:
         n = len(batch[REWARDS])
         if n == 0:
             return
+        if FRAMES in batch and (self._arrays is None or self._frames is None or n > self.capacity):
+            batch = stacks_of_frame_segments(batch, self._frames.depth if self._frames else None)
         if self._arrays is None:
             self._allocate(batch)
         if n > self.capacity:  # only the newest `capacity` transitions survive
             batch = {k: v[-self.capacity :] for k, v in batch.items()}
             n = self.capacity
-        if self._frames is not None:
+        if FRAMES in batch:
+            batch = self._store_frame_segments(batch)
+        elif self._frames is not None:
             batch = self._store_frames(batch)
         idx = (self._next + np.arange(n)) % self.capacity
         for k, v in batch.items():
@@ -301,6 +338,34 @@ class UniformReplayBuffer:
             if t + 1 == len(obs) or not goes_on[t + 1]:  # a chunk ends
                 store.remember(next_obs[t], next_ids[-1])
         out = {k: v for k, v in batch.items() if k not in (OBS, NEXT_OBS)}
+        out[OBS + "_ids"], out[NEXT_OBS + "_ids"] = np.stack(obs_ids), np.stack(next_ids)
+        return out
+
+    def _store_frame_segments(self, batch: dict) -> dict[str, np.ndarray]:
+        """`_store_frames` for a batch whose observations came as frames (`FRAMES`: per segment, in the rows'
+        order), without building its stacks: `FrameStore.add_stack` gets the same calls in the same order with
+        the same answers, so the frame ids, frames and rows are those `_store_frames` gives the stacks. Inside a
+        segment each stack is the one before shifted by one frame (what `frames_of` checked), and equal to it only
+        where its depth + 1 frames are all equal: one compare per frame instead of three per stack."""
+        store, depth = self._frames, self._frames.depth
+        obs_ids, next_ids = [], []
+        last = None  # (stack, ids) of the previous segment's last next obs
+        for frames in batch[FRAMES]:
+            stacks = frame_stacks(frames, depth)
+            equal_frames = (frames[1:] == frames[:-1]).reshape(len(frames) - 1, -1).all(axis=1)
+            same = np.lib.stride_tricks.sliding_window_view(equal_frames, depth).all(axis=1)  # s_{t+1} == s_t
+            if last is None:
+                goes_on = None  # the batch's first obs: `add_stack` compares it with the last stack it was given
+            else:
+                goes_on = bool(np.array_equal(stacks[0], last[0]))
+                if not goes_on:  # a chunk ends
+                    store.remember(*last)
+            for t in range(len(stacks) - 1):
+                obs_ids.append(store.add_stack(stacks[t], equal=goes_on if t == 0 else True))
+                next_ids.append(store.add_stack(stacks[t + 1], equal=bool(same[t]), shifted=True))
+            last = (stacks[-1], next_ids[-1])
+        store.remember(*last)
+        out = {k: v for k, v in batch.items() if k != FRAMES}
         out[OBS + "_ids"], out[NEXT_OBS + "_ids"] = np.stack(obs_ids), np.stack(next_ids)
         return out
 

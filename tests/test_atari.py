@@ -173,6 +173,40 @@ def test_kappa_pi_dqn_trains_on_breakout_frames(ray_local):
     algo.stop()
 
 
+def test_runners_that_send_frames_train_exactly_as_runners_that_send_stacks(ray_local):
+    """`send_frames` (the default): the remote EnvRunners send each frame-stacked segment as its frames, each once
+    (an env step's 84x84 bytes, not its 4-frame stack), and the replay stores them as they came: the same replay
+    (rows, frame ids, frames) and the same weights as runners that send stacks."""
+    torch.set_num_threads(1)
+
+    def run(send_frames):
+        config = atari_config()
+        config.environment("ALE/Breakout-v5").training(
+            kappa=0.5, c_fa=0.5, total_env_steps=256, num_steps_sampled_before_learning_starts=64,
+            env_steps_per_iteration=128, replay_buffer_config={"type": "UniformReplayBuffer", "capacity": 512},
+            send_frames=send_frames,
+        ).debugging(seed=0)
+        assert config.num_env_runners >= 1  # (remote runners: the frames cross processes)
+        algo = config.build_algo()
+        sent = algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner.sample(num_timesteps=8, global_env_steps=0), local_env_runner=False)[0]
+        assert all(("frames" in seg) == send_frames and ("obs" in seg) != send_frames for seg in sent)
+        algo.train()
+        algo.train()
+        out = {f"{m}/{k}": v.copy() for m, w in algo.learner_group.get_weights().items() for k, v in w.items()}
+        out["counts"] = np.array([algo.counters["theta_updates"], algo.counters["phi_updates"]])
+        replay = algo.local_replay_buffer.get_state()
+        algo.stop()
+        return out, replay
+
+    frames, frames_replay = run(True)
+    stacks, stacks_replay = run(False)
+    assert frames["counts"][0] > 0 and frames["counts"][1] > 0
+    for key, value in stacks.items():
+        np.testing.assert_array_equal(frames[key], value, err_msg=key)
+    assert frames_replay["arrays"] == stacks_replay["arrays"] and frames_replay["frames"] == stacks_replay["frames"]
+
+
 def test_the_replay_ring_on_the_learners_device_trains_exactly_as_the_lz4_replay(ray_local):
     """`replay_frames_on_device=True` (on this CPU learner, the ring a GPU learner gets by default: frames
     uncompressed where the learner trains, minibatches gathered there) makes the same weights as the LZ4 replay

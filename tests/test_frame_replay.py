@@ -287,3 +287,95 @@ def test_comparing_a_batchs_stacks_in_one_pass_stores_what_comparing_them_one_by
         slow.add(batch)
         a, b = fast.get_state(), slow.get_state()
         assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"] and a["size"] == b["size"]
+
+
+def _frame_segments(rng, envs, count):
+    """`count` EnvRunner segments of interleaved envs (each a shift chain of a few steps, a reset now and then
+    starting the next), as stacks; frames from {0, 1, 2}, so that equal frames and equal stacks come often."""
+    segments = []
+    for _ in range(count):
+        e = int(rng.integers(len(envs)))
+        if rng.random() < 0.15:  # the env was reset: its next segment starts from a fresh stack
+            envs[e] = np.repeat(rng.integers(0, 3, (H, W, 1), dtype=np.uint8), DEPTH, -1)
+        stacks = [envs[e]]
+        for _ in range(int(rng.integers(1, 12))):
+            frame = stacks[-1][..., -1:] if rng.random() < 0.3 else rng.integers(0, 3, (H, W, 1), dtype=np.uint8)
+            stacks.append(np.concatenate([stacks[-1][..., 1:], frame], -1))
+        envs[e] = stacks[-1]
+        n = len(stacks) - 1
+        segments.append({"obs": np.stack(stacks), "actions": rng.integers(0, 4, n), "rewards":
+                         rng.random(n).astype(np.float32), "terminated": False, "truncated": False})
+    return segments
+
+
+@storages
+@pytest.mark.parametrize("seed", range(4))
+def test_segments_sent_as_frames_store_what_their_stacks_store(seed, storage):
+    """An EnvRunner sends a frame-stacked segment's frames, each once (`frames_of`: a quarter of the bytes), and
+    the replay stores them without building the stacks (`_store_frame_segments`): after every chunk, the same
+    frame ids, frames, rows and draws as the stacks' path, with resets, repeated frames, equal stacks, chunks
+    going on from a chunk end, a batch with a segment that is no chain (sent as stacks: the batch takes the
+    stacks' path), the ring wrapping, and a checkpoint restored into either path."""
+    from kappa_rllib.env_runner import segment_stacks, segment_transitions
+    from kappa_rllib.replay import FRAMES, frames_of
+
+    rng = np.random.default_rng(seed)
+    envs = [np.repeat(rng.integers(0, 3, (H, W, 1), dtype=np.uint8), DEPTH, -1) for _ in range(3)]
+    capacity = int(rng.choice([40, 300]))
+    stacks_path = UniformReplayBuffer(capacity, seed=seed, frames_device=storage)
+    frames_path = UniformReplayBuffer(capacity, seed=seed, frames_device=storage)
+    sent_as_frames = 0
+    for chunk in range(50):
+        segments = _frame_segments(rng, envs, int(rng.integers(1, 5)))
+        packed = []
+        for s in segments:
+            frames = frames_of(list(s["obs"]))
+            assert frames is not None and frames.shape == (len(s["obs"]) + DEPTH - 1, H, W)
+            packed.append({FRAMES: frames, **{k: v for k, v in s.items() if k != "obs"}})
+            np.testing.assert_array_equal(segment_stacks(packed[-1]), s["obs"])  # rebuilt bit for bit
+        if chunk % 7 == 3:  # one segment that is no chain: sent as its stacks
+            broken = segments[0]["obs"].copy()
+            broken[-1, ..., 0] ^= 1
+            assert frames_of(list(broken)) is None
+            segments[0] = packed[0] = {**segments[0], "obs": broken}
+            packed[0].pop(FRAMES, None)
+        columns = segment_transitions(packed, frames=True)
+        assert (FRAMES in columns) == (chunk % 7 != 3)
+        sent_as_frames += FRAMES in columns
+        stacks_path.add(segment_transitions(segments))
+        frames_path.add(columns)
+        a, b = stacks_path.get_state(), frames_path.get_state()
+        assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"] and a["size"] == b["size"]
+    assert sent_as_frames > 40 and len(frames_path) == capacity
+    drawn = frames_path.sample(64)
+    for key, value in stacks_path.sample(64).items():
+        np.testing.assert_array_equal(np.asarray(drawn[key].cpu() if hasattr(drawn[key], "cpu") else drawn[key]),
+                                      np.asarray(value.cpu() if hasattr(value, "cpu") else value))
+    # a checkpoint of either path restored, then a chunk of each kind: the same again
+    restored = [UniformReplayBuffer(capacity, seed=seed, frames_device=storage) for _ in range(2)]
+    restored[0].set_state(stacks_path.get_state())
+    restored[1].set_state(frames_path.get_state())
+    more = _frame_segments(rng, envs, 4)
+    packed = [{FRAMES: frames_of(list(s["obs"])), **{k: v for k, v in s.items() if k != "obs"}} for s in more]
+    restored[0].add(segment_transitions(more))
+    restored[1].add(segment_transitions(packed, frames=True))
+    a, b = restored[0].get_state(), restored[1].get_state()
+    assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"] and len(restored[1]) == capacity
+
+
+def test_frames_of_sends_only_chains_of_uint8_frame_stacks():
+    """What is not a chain of uint8 stacks shifting by one frame goes as it is: vector observations, float images,
+    single-channel images, and stacks whose frames do not shift."""
+    from kappa_rllib.replay import frame_stacks, frames_of
+
+    rng = np.random.default_rng(0)
+    assert frames_of([rng.random(17), rng.random(17)]) is None
+    assert frames_of([rng.random((H, W, DEPTH)).astype(np.float32)] * 2) is None
+    assert frames_of([rng.integers(0, 256, (H, W, 1), dtype=np.uint8)] * 2) is None
+    a = rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8)
+    assert frames_of([a, rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8)]) is None
+    b = np.concatenate([a[..., 1:], rng.integers(0, 256, (H, W, 1), dtype=np.uint8)], -1)
+    frames = frames_of([a, b])
+    assert frames.shape == (DEPTH + 1, H, W) and frames.nbytes * 2 == np.stack([a, b]).nbytes * (DEPTH + 1) / DEPTH
+    np.testing.assert_array_equal(frame_stacks(frames, DEPTH), np.stack([a, b]))
+    np.testing.assert_array_equal(frame_stacks(frames_of([a]), DEPTH), a[None])  # a lone stack: its own frames

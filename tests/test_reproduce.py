@@ -27,9 +27,9 @@ def another_machine_type(outcome) -> str | None:
     iteration, acted by the initial policy before any update, already differs, and its first episode that differs
     does so only in its last digits (a relative 1e-5 at most; the episodes after it may part further, as a
     walker's fall comes a step sooner or later): the CPU's floating point (its kernels' vector width and fused
-    multiply-adds, in torch and MuJoCo), not the code. The published trials predate the CPU record (`versions.cpu`);
-    on 2026-12-05's machine (AMD EPYC, AVX-512) every one parts this way, where the machine they ran on repeated them
-    bit for bit."""
+    multiply-adds, in torch and MuJoCo), not the code. Table 2's trials before HumanoidStandup's predate the CPU
+    record (`versions.cpu`); on the project's AMD EPYC (AVX-512) machine they part this way, where the machine they
+    ran on repeated them bit for bit."""
     import math
 
     if outcome.first_difference != 1:
@@ -55,6 +55,21 @@ def test_a_published_mujoco_trial_repeats_bit_for_bit(ray_local):
         pytest.skip(why)
     assert outcome.identical, f"iteration {outcome.first_difference} differs"
     assert outcome.repeated == outcome.published
+
+
+def test_a_published_trial_that_records_its_cpu_repeats_bit_for_bit_on_that_kind_of_cpu(ray_local):
+    """Table 2's HumanoidStandup kappa-VI-TRPO at kappa 0.99, seed 2, ran on this project's machine type and its
+    rows record it (the commit, the locked versions and the CPU): its first 5 iterations (5,120 env steps, its
+    first 4 episodes, 4 policy and value updates) give the published episode returns, every float equal. On
+    that kind of CPU this test cannot skip; on another it says which two CPUs differ."""
+    from kappa_rllib.reproduce import repeat
+
+    outcome = repeat(published("humanoidstandup_kappa_vi_trpo", seed=2), 5)
+    assert outcome.algorithm == "KappaVITRPO" and outcome.cpus[0] is not None
+    if outcome.cpus[0] != outcome.cpus[1]:
+        pytest.skip(f"bit for bit holds on the CPU the trial ran on: {outcome.machines()}")
+    assert outcome.identical, f"iteration {outcome.first_difference} differs ({outcome.machines()})"
+    assert outcome.repeated == outcome.published and sum(map(len, outcome.published)) == 4
 
 
 def test_the_repeat_command_says_where_a_trial_parts(tmp_path, ray_local):

@@ -123,7 +123,8 @@ class KappaDQN(ConfigOnceMixin, ManifestMixin, KappaLoopMixin, UpdateScheduleMix
             else:
                 segments = self.sampler.sample(n, global_env_steps=self.phases.units)
         with self.metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
-            transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life)
+            # (Atari: the runners' frames go into the replay as they came, each once: no stacks built)
+            transitions = segment_transitions(segments, life_loss_terminal=cfg.episodic_life, frames=True)
             steps = len(transitions.get(Columns.REWARDS, ()))
             self.local_replay_buffer.add(transitions)
         program = self._chunk_program(steps)

@@ -85,6 +85,9 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         # GPU (an uncompressed uint8 ring: minibatches gathered there, no stacks copied to the device); False, in
         # host memory, LZ4-compressed; True, on the learner's device whatever it is. The same samples either way.
         self.replay_frames_on_device = "auto"
+        # EnvRunners send a frame-stacked (Atari) segment as its frames, each once (replay.frames_of): a quarter
+        # of the bytes, stored by the replay without building stacks. False: as stacks (the same transitions).
+        self.send_frames = True
         self.set_raw_sampling_defaults()
         self.env_steps_per_iteration = 1000  # env steps per Algorithm.train() call
         # Two DQN modules (RLlib's DefaultDQNTorchRLModule, built from `model_config`):
@@ -102,7 +105,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                  learner_thread: bool | None = None,
                  checkpoint_replay_buffer: bool | None = None, v_phi_source: str | None = None,
                  episodic_life: bool | None = None, cuda_graphs: bool | None = None,
-                 replay_frames_on_device: bool | str | None = None, **kwargs):
+                 replay_frames_on_device: bool | str | None = None, send_frames: bool | None = None, **kwargs):
         """DQN's `.training(...)` plus the kappa settings (`KappaConfigMixin.training`) and these
         (keyword-only, like RLlib's).
 
@@ -138,6 +141,9 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
                 uncompressed uint8 ring (100k Atari transitions: ~0.78 GB) whose minibatches are gathered there;
                 False: in host memory, each frame LZ4-compressed (~45 MB). The same samples, updates and
                 checkpoints either way; True needs the learner in the driver's process (`num_learners=0`).
+            send_frames: EnvRunners send a frame-stacked (Atari) segment's frames, each once (84x84 bytes an env
+                step instead of a 4-frame stack), and the replay stores them without building the stacks. False:
+                they send the stacks. The same transitions, frame ids, samples and updates either way.
         """
         env_steps_per_runner_call = self.take_renamed_keywords(kwargs, env_steps_per_runner_call)
         super().training(**kwargs)
@@ -153,6 +159,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
             episodic_life=episodic_life,
             cuda_graphs=cuda_graphs,
             replay_frames_on_device=replay_frames_on_device,
+            send_frames=send_frames,
         ))
         return self
 
@@ -194,6 +201,7 @@ class KappaDQNConfig(TwoStageValidationMixin, EnvIdMixin, RawSamplingMixin, Rena
         check_bool("overlap_sampling", self.overlap_sampling)
         check_bool("learner_thread", self.learner_thread)
         check_bool("episodic_life", self.episodic_life)
+        check_bool("send_frames", self.send_frames)
         if not (self.replay_frames_on_device == "auto" or isinstance(self.replay_frames_on_device, bool)):
             raise ValueError(f"replay_frames_on_device must be true, false or \"auto\" (the learner's device when it "
                              f"is a GPU), got {self.replay_frames_on_device!r}")
