@@ -32,12 +32,12 @@ def frames_of(stacks: list) -> np.ndarray | None:
     frames[t : t + depth], channels last (`frame_stacks`). None unless every stack is the one before it shifted by
     one frame (the check is exact: a chain that passes it is rebuilt bit for bit)."""
     first = stacks[0]
-    if not (first.dtype == np.uint8 and first.ndim == 3 and first.shape[-1] > 1):
+    if not (isinstance(first, np.ndarray) and first.dtype == np.uint8 and first.ndim == 3 and first.shape[-1] > 1):
         return None
     if len(stacks) > 1 and not np.array_equal(np.moveaxis(stacks[1], -1, 0)[:-1], np.moveaxis(first, -1, 0)[1:]):
         return None  # (images whose channels are no frame stack: known at the first pair)
     planes = np.stack([np.moveaxis(s, -1, 0) for s in stacks])  # (n + 1, depth, H, W)
-    if not (planes[1:, :-1] == planes[:-1, 1:]).all():
+    if planes.dtype != np.uint8 or not (planes[1:, :-1] == planes[:-1, 1:]).all():
         return None
     return np.concatenate([planes[0], planes[1:, -1]])
 

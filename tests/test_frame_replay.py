@@ -372,6 +372,11 @@ def test_frames_of_sends_only_chains_of_uint8_frame_stacks():
     assert frames_of([rng.random(17), rng.random(17)]) is None
     assert frames_of([rng.random((H, W, DEPTH)).astype(np.float32)] * 2) is None
     assert frames_of([rng.integers(0, 256, (H, W, 1), dtype=np.uint8)] * 2) is None
+    assert frames_of([3, 4]) is None  # (observations that are no arrays)
+    u8 = rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8)
+    shifted = np.concatenate([u8[..., 1:], u8[..., :1]], -1)
+    assert frames_of([u8, shifted]) is not None
+    assert frames_of([u8, shifted.astype(np.float64)]) is None  # a chain, but a later stack of another dtype
     a = rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8)
     assert frames_of([a, rng.integers(0, 256, (H, W, DEPTH), dtype=np.uint8)]) is None
     b = np.concatenate([a[..., 1:], rng.integers(0, 256, (H, W, 1), dtype=np.uint8)], -1)
