@@ -20,7 +20,7 @@ BOXES = {
     "runner": ("EnvRunners 1..N (Ray actors)",
                ["each: 4 sub-envs, one forward pass of $Q_\\theta$",
                 "ε-greedy at the global env step",
-                "returns raw, unshaped segments",
+                "returns raw segments (Atari: each frame once)",
                 "and the weights version it acted with"]),
     "driver": ("Driver: KappaDQN.training_step",
                ["1. collect chunk k (64 env steps a runner)",
