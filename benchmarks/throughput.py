@@ -34,8 +34,8 @@ Pipeline: W3 at kappa = 1 taken apart per remote EnvRunner count: the run, the r
     core kept busy (throughput_parts.dqn.workload_pipeline). Rates after the learning start.
 Atari-pipeline: the Atari run at kappa = 1 with nothing learnt (the pipeline's own ceiling, after a 2,000-step
     learning start) per remote EnvRunner count, with the replay's frames LZ4 in host memory and in the ring on the
-    learner's device (`--replay-frames`), beside the runners sampling alone
-    (throughput_parts.atari.workload_atari_pipeline).
+    learner's device (`--replay-frames`), and the runners sending each frame once or their stacks
+    (`--send-frames`), beside the runners sampling alone (throughput_parts.atari.workload_atari_pipeline).
 Pi-evaluation: W3's kappa-PI-DQN with N remote EnvRunners, its runners sampling the next improvement phase's first
     chunk during each evaluation phase (the default) against after it (throughput_parts.dqn.workload_pi_evaluation).
 Local-weights: W3 at kappa = 1 with N remote EnvRunners, the env-less local EnvRunner loading every chunk's weights
@@ -91,6 +91,9 @@ def main(argv=None):
     p.add_argument("--replay-frames", default="auto", choices=("auto", "host", "device", "both"),
                    help="Atari: the runs' `replay_frames_on_device` (host: False, LZ4 in host memory; device: True, "
                         "the ring on the learner's device); both: a row for each")
+    p.add_argument("--send-frames", default="on", choices=("on", "off", "both"),
+                   help="Atari, atari-pipeline: the runs' `send_frames` (on: the runners send each frame once; off: "
+                        "their stacks); both: a row for each")
     p.add_argument("--trials-per-gpu", default="1,2,4", help="packing: trial counts N, each on 1/N GPU")
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--runner-call-steps", default="preset",
@@ -136,6 +139,10 @@ def learner_threads(args) -> tuple:
     return {"off": (False,), "on": (True,), "both": (False, True)}[args.learner_thread]
 
 
+def send_frames(args) -> tuple:
+    return {"on": (True,), "off": (False,), "both": (False, True)}[args.send_frames]
+
+
 def replay_frames(args) -> tuple:
     return {"auto": ("auto",), "host": (False,), "device": (True,), "both": (False, True)}[args.replay_frames]
 
@@ -166,11 +173,11 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
     if "atari" in workloads:
         rows += [("Atari",)] + workload_atari(args.steps, args.fill_replay, runners, args.device,
                                               tuple(args.atari_algos.split(",")), learner_threads(args),
-                                              replay_frames(args))
+                                              replay_frames(args), send_frames(args))
     if "atari-pipeline" in workloads:
         frames = (False, True) if args.replay_frames in ("auto", "both") else replay_frames(args)
         rows += [("Atari's pipeline (kappa = 1, nothing learnt)",)] + workload_atari_pipeline(args.steps, runners,
-                                                                                              frames)
+                                                                                              frames, send_frames(args))
     if "graphs" in workloads:
         rows += [("CUDA graphs (Atari, the learner alone)",)] + workload_graphs(args.device)
     if "packing" in workloads:

@@ -15,12 +15,12 @@ from throughput_parts.minimal import ATARI, minimal_dqn_loop
 # ----------------------------------------------------------------- Atari
 def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device: str,
                    algos: tuple = ("dqn", "kappa-pi"), learner_threads: tuple = (False,),
-                   replay_frames: tuple = ("auto",)) -> list[tuple]:
+                   replay_frames: tuple = ("auto",), send_frames: tuple = (True,)) -> list[tuple]:
     """kappa = 1 and kappa-PI-DQN (`algos`) on Breakout with the Atari preset beside the minimal
     single-env loops, env steps/s over `steps` env steps after learning starts; each remote-runner row once
     per `learner_threads` setting (the config's `learner_thread`: gradient steps on a thread of their own) and
     per `replay_frames` setting (`replay_frames_on_device`: False, LZ4 in host memory; True, the ring on the
-    learner's device)."""
+    learner's device) and `send_frames` setting (the runners send each frame once, or their stacks)."""
     start_steps = ATARI["replay"] if fill_replay else ATARI["learning_starts"]
     w = dict(ATARI, learning_starts=start_steps)
     rows = Rows()
@@ -31,11 +31,12 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
             rate = minimal_dqn_loop(start_steps + steps, variant, w=w, device=device, timed_from=start_steps)
         rows.append((f"minimal {name} loop ({device})", rate, name, mem.peak))
     for runners in env_runners:
-        for name, kappa, thread, frames in [("kappa = 1 (DQN)" if k == 1.0 else n, k, t, f) for n, _, k in pairs
-                                            for f in replay_frames for t in learner_threads]:
+        for name, kappa, thread, frames, sent in [("kappa = 1 (DQN)" if k == 1.0 else n, k, t, f, s)
+                                                  for n, _, k in pairs for f in replay_frames
+                                                  for t in learner_threads for s in send_frames]:
             config = preset_config("pi", kappa, ATARI["env"], start_steps + steps, runners=runners).training(
                 num_steps_sampled_before_learning_starts=start_steps, env_steps_per_iteration=1024,
-                learner_thread=thread, replay_frames_on_device=frames)
+                learner_thread=thread, replay_frames_on_device=frames, send_frames=sent)
             if device.startswith("cuda"):
                 config.learners(num_gpus_per_learner=1)
                 torch.cuda.reset_peak_memory_stats()
@@ -48,7 +49,7 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                         started, at = time.perf_counter(), result["kappa"]["env_steps"]
                 rate = (result["kappa"]["env_steps"] - at) / (time.perf_counter() - started)
                 ceiling = (kappa == 1.0 and runners == env_runners[0] and thread == learner_threads[0]
-                           and frames == replay_frames[0])
+                           and frames == replay_frames[0] and sent == send_frames[0])
                 where = algo.local_replay_buffer.frames_device
                 store = algo.local_replay_buffer._frames
                 replay_bytes = store.nbytes if where is not None and store is not None else 0
@@ -59,7 +60,8 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
                 if device.startswith("cuda"):
                     torch.cuda.empty_cache()
             threaded = (", learner thread" if thread else "") + (
-                f", replay frames on {where.type}" if where is not None else ", replay frames LZ4 in host memory")
+                f", replay frames on {where.type}" if where is not None else ", replay frames LZ4 in host memory") + (
+                "" if send_frames == (True,) else ", runners send frames" if sent else ", runners send stacks")
             rows.append((f"kappa-rllib {name}, {runners} remote EnvRunner(s), learner on {device}{threaded}", rate,
                          "DQN" if kappa == 1.0 else name, mem.peak,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps"
@@ -71,24 +73,27 @@ def workload_atari(steps: int, fill_replay: bool, env_runners: list[int], device
     return rows
 
 
-def workload_atari_pipeline(steps: int, env_runners: list[int], replay_frames: tuple = (False, True)) -> list[tuple]:
+def workload_atari_pipeline(steps: int, env_runners: list[int], replay_frames: tuple = (False, True),
+                            send_frames: tuple = (True,)) -> list[tuple]:
     """The Atari pipeline's own ceiling on this machine, per storage of the replay's frames: kappa = 1 on Breakout
     with the Atari preset and N remote EnvRunners, nothing learnt (`timed_run`: each learner call draws its
     minibatches from the replay as the run does, then makes no gradient step), env steps/s over `steps` env steps
     after a 2,000-step learning start; beside it the N runners sampling the run's chunks alone. What separates the
     rows is the driver's per-chunk work (collect, replay add and draw, weight publish), with the frames LZ4 in host
-    memory (`replay_frames_on_device=False`) or in the ring on the learner's device (`True`; here the CPU)."""
+    memory (`replay_frames_on_device=False`) or in the ring on the learner's device (`True`; here the CPU), and
+    per `send_frames` (the runners send each frame once, or their stacks)."""
     from throughput_parts.dqn import runners_alone_rate, timed_run
 
     rows = Rows()
     for runners in [n for n in env_runners if n > 0]:
         alone = f"{runners} remote EnvRunner(s) sampling Breakout alone"
-        for k, frames in enumerate(replay_frames):
+        for k, (frames, sent) in enumerate([(f, s) for f in replay_frames for s in send_frames]):
             config = preset_config("pi", 1.0, ATARI["env"], 2_000 + steps, runners=runners).training(
                 num_steps_sampled_before_learning_starts=2_000, env_steps_per_iteration=1024,
-                replay_frames_on_device=frames)
+                replay_frames_on_device=frames, send_frames=sent)
             rate, result, algo = timed_run(config, nothing_learnt=True)
-            where = "ring on the learner's device (cpu)" if frames else "LZ4 in host memory"
+            where = ("ring on the learner's device (cpu)" if frames else "LZ4 in host memory") + (
+                "" if send_frames == (True,) else ", runners send frames" if sent else ", runners send stacks")
             if k == 0:
                 rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0, f"chunks of {algo._chunk_size()}"))
             algo.stop()
