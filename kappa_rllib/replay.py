@@ -163,6 +163,26 @@ class FrameStore:
     def _alive(self, ids: np.ndarray) -> bool:
         return ids.min() >= self.written - self.capacity
 
+    def alive_after(self, ids: np.ndarray, frames: int) -> bool:
+        """Whether `ids` stay alive while `frames` more frames are written, and each of those while the rest are
+        (a stack's ids rise, so a chain whose first stack is alive stays so; this also checks the ring's size)."""
+        return ids.min() >= self.written + frames - self.capacity and self.capacity > self.depth + frames
+
+    def write_frames(self, frames: np.ndarray) -> np.ndarray:
+        """Writes frames (n, H, W) in order, as n `_write` calls; their ids."""
+        first = self.written
+        if self.device is None:
+            for frame in frames:
+                self._write(frame)
+        else:
+            self._pending.extend(frames)  # (copied to the device in one go: `flush`)
+            self.written += len(frames)
+        return np.arange(first, self.written, dtype=np.int64)
+
+    def follow(self, stack: np.ndarray, ids: np.ndarray) -> None:
+        """`stack` (ids `ids`) is the last stack given: the next is compared with it (what `add_stack` notes)."""
+        self._prev = (stack, ids)
+
     def add_stack(self, stack: np.ndarray, equal: bool | None = None, shifted: bool | None = None) -> np.ndarray:
         """The ids of `stack`, writing only the frames not already stored. `equal` / `shifted`: whether `stack`
         equals the last stack added / is it shifted by one frame, where the caller compared them already (in one
@@ -348,7 +368,8 @@ class UniformReplayBuffer:
         order), without building its stacks: `FrameStore.add_stack` gets the same calls in the same order with
         the same answers, so the frame ids, frames and rows are those `_store_frames` gives the stacks. Inside a
         segment each stack is the one before shifted by one frame (what `frames_of` checked), and equal to it only
-        where its depth + 1 frames are all equal: one compare per frame instead of three per stack."""
+        where its depth + 1 frames are all equal: one compare per frame instead of three per stack. A segment with
+        no equal stacks is stored at once, its answers known: after its first stack, one new frame a step."""
         store, depth = self._frames, self._frames.depth
         obs_ids, next_ids = [], []
         last = None  # (stack, ids) of the previous segment's last next obs
@@ -362,9 +383,21 @@ class UniformReplayBuffer:
                 goes_on = bool(np.array_equal(stacks[0], last[0]))
                 if not goes_on:  # a chunk ends
                     store.remember(*last)
-            for t in range(len(stacks) - 1):
-                obs_ids.append(store.add_stack(stacks[t], equal=goes_on if t == 0 else True))
-                next_ids.append(store.add_stack(stacks[t + 1], equal=bool(same[t]), shifted=True))
+            m = len(stacks) - 1
+            first = store.add_stack(stacks[0], equal=goes_on)
+            if not same.any() and store.alive_after(first, m):
+                # the common case at once: each next stack shifts in one new frame, and every id stays alive
+                # while the segment's m frames are written, so `add_stack`'s answers are known: stack t's ids
+                # are ids[t : t + depth] of the first stack's ids followed by the new ones
+                ids = np.concatenate([first, store.write_frames(frames[depth:])])
+                window = np.lib.stride_tricks.sliding_window_view(ids, depth)
+                obs_ids.extend(window[:-1])
+                next_ids.extend(window[1:])
+                store.follow(stacks[-1], window[-1])
+            else:
+                for t in range(m):
+                    obs_ids.append(first if t == 0 else store.add_stack(stacks[t], equal=True))
+                    next_ids.append(store.add_stack(stacks[t + 1], equal=bool(same[t]), shifted=True))
             last = (stacks[-1], next_ids[-1])
         store.remember(*last)
         out = {k: v for k, v in batch.items() if k != FRAMES}

@@ -384,3 +384,40 @@ def test_frames_of_sends_only_chains_of_uint8_frame_stacks():
     assert frames.shape == (DEPTH + 1, H, W) and frames.nbytes * 2 == np.stack([a, b]).nbytes * (DEPTH + 1) / DEPTH
     np.testing.assert_array_equal(frame_stacks(frames, DEPTH), np.stack([a, b]))
     np.testing.assert_array_equal(frame_stacks(frames_of([a]), DEPTH), a[None])  # a lone stack: its own frames
+
+
+@storages
+def test_a_segment_going_on_from_frames_the_ring_overwrote_is_stored_as_its_stacks_store_it(storage):
+    """The frames path stores a chain segment at once (its first stack through `add_stack`, then one new frame a
+    step: `FrameStore.write_frames`). A sub-env going on from a chunk end remembered before the ring overwrote
+    its ids: its first stack is written whole again, the rest one frame a step, exactly what the stacks store."""
+    from kappa_rllib.env_runner import segment_transitions
+    from kappa_rllib.replay import FRAMES, frames_of
+
+    rng = np.random.default_rng(0)
+
+    def segment(stack, n):
+        stacks = [stack]
+        for _ in range(n):
+            stacks.append(np.concatenate([stacks[-1][..., 1:], rng.integers(0, 256, (H, W, 1), dtype=np.uint8)], -1))
+        return {"obs": np.stack(stacks), "actions": np.zeros(n, np.int64), "rewards": rng.random(n).astype(np.float32),
+                "terminated": False, "truncated": False}
+
+    def packed(seg):
+        return {FRAMES: frames_of(list(seg["obs"])), **{k: v for k, v in seg.items() if k != "obs"}}
+
+    a, b = (np.repeat(rng.integers(0, 256, (H, W, 1), dtype=np.uint8), DEPTH, -1) for _ in range(2))
+    stacks_path = UniformReplayBuffer(10, seed=0, frames_device=storage)  # a ring of 267 frames
+    frames_path = UniformReplayBuffer(10, seed=0, frames_device=storage)
+    chunks = [[segment(a, 1)]]  # A's chunk end remembered
+    for _ in range(26):  # then 264 frames of B, 10 transitions a chunk (the buffer's capacity)
+        chunks.append([segment(b, 10)])
+        b = chunks[-1][0]["obs"][-1]
+    chunks.append([segment(chunks[0][0]["obs"][-1], 10)])  # A goes on: its remembered ids overwritten
+    for chunk in chunks:
+        before = frames_path._frames.written if frames_path.compact else 0
+        stacks_path.add(segment_transitions(chunk))
+        frames_path.add(segment_transitions([packed(s) for s in chunk], frames=True))
+        x, y = stacks_path.get_state(), frames_path.get_state()
+        assert x["arrays"] == y["arrays"] and x["frames"] == y["frames"] and x["size"] == y["size"]
+    assert frames_path._frames.written - before == DEPTH + 10  # A's first stack whole again, then a frame a step
