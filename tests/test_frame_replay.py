@@ -310,7 +310,7 @@ def _frame_segments(rng, envs, count):
 
 @storages
 @pytest.mark.parametrize("seed", range(4))
-def test_segments_sent_as_frames_store_what_their_stacks_store(seed, storage):
+def test_segments_sent_as_frames_store_what_their_stacks_store(seed, storage, monkeypatch):
     """An EnvRunner sends a frame-stacked segment's frames, each once (`frames_of`: a quarter of the bytes), and
     the replay stores them without building the stacks (`_store_frame_segments`): after every chunk, the same
     frame ids, frames, rows and draws as the stacks' path, with resets, repeated frames, equal stacks, chunks
@@ -319,6 +319,10 @@ def test_segments_sent_as_frames_store_what_their_stacks_store(seed, storage):
     from kappa_rllib.env_runner import segment_stacks, segment_transitions
     from kappa_rllib.replay import FRAMES, frames_of
 
+    at_once = []  # segments stored at once (no equal stacks in them: `FrameStore.write_frames`)
+    write_frames = FrameStore.write_frames
+    monkeypatch.setattr(FrameStore, "write_frames", lambda self, frames: at_once.append(len(frames))
+                        or write_frames(self, frames))
     rng = np.random.default_rng(seed)
     envs = [np.repeat(rng.integers(0, 3, (H, W, 1), dtype=np.uint8), DEPTH, -1) for _ in range(3)]
     capacity = int(rng.choice([40, 300]))
@@ -347,6 +351,7 @@ def test_segments_sent_as_frames_store_what_their_stacks_store(seed, storage):
         a, b = stacks_path.get_state(), frames_path.get_state()
         assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"] and a["size"] == b["size"]
     assert sent_as_frames > 40 and len(frames_path) == capacity
+    assert len(at_once) > 10  # the at-once store taken (the add_stack loop where a segment has equal stacks)
     drawn = frames_path.sample(64)
     for key, value in stacks_path.sample(64).items():
         np.testing.assert_array_equal(np.asarray(drawn[key].cpu() if hasattr(drawn[key], "cpu") else drawn[key]),
