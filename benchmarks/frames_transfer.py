@@ -1,9 +1,10 @@
 """What an Atari EnvRunner sends per chunk, and what the driver does with it: frame-stacked segments sent as
 stacks against sent as their frames, each once (`send_frames`, replay.frames_of).
 
-A benchmark, not a test. Four ALE/Breakout-v5 sub-envs (a random policy, the project's Atari preprocessing) are
-stepped once, and their observations kept as the env returned them; then, in alternated rounds, each way replays
-the same chunks (64 env steps: 16 per sub-env, one EnvRunner call of the Atari preset):
+A benchmark, not a test. ALE/Breakout-v5 is stepped once (a random policy, the project's Atari preprocessing:
+`atari_replay_memory.breakout_chunks`) and cut into chunks of 4 segments of 16 env steps (fewer where an episode
+ends), as one EnvRunner call of the Atari preset returns them; then, in alternated rounds, each way replays the
+same chunks:
 
 - the runner's side: its segments built (`RawTransitionEnvRunner._close`: the stacks stacked, or the frames
   checked as a chain and taken once) and serialized as Ray serializes a task's return (pickle protocol 5, the
@@ -12,7 +13,7 @@ the same chunks (64 env steps: 16 per sub-env, one EnvRunner call of the Atari p
   three passes and their new frames stored, or the frames stored as they came), into a replay of its own per way,
   LZ4 in host memory or the ring (`--storage`).
 
-Per chunk: the bytes sent, the runner's and the driver's time (medians over the rounds), and the same transitions
+Per chunk: the bytes sent, the runner's and the driver's time (medians and ranges over the rounds), and the same transitions
 in both replays (asserted).
 
     python benchmarks/frames_transfer.py [--chunks 150] [--rounds 5] [--storage lz4|ring]
@@ -28,38 +29,23 @@ import time
 import numpy as np
 import torch
 
+from atari_replay_memory import breakout_chunks
 from kappa_rllib.env_runner import segment_transitions
-from kappa_rllib.envs import make_env
 from kappa_rllib.replay import FRAMES, UniformReplayBuffer, frames_of
 
 SUB_ENVS, STEPS = 4, 16  # a chunk: 16 env steps of each of 4 sub-envs
 
 
 def breakout_parts(chunks: int, seed: int = 0) -> list[list[dict]]:
-    """Per chunk, per sub-env: its observations as the env returned them (s_0 .. s_n), actions and rewards, and
-    whether the episode ended (a new segment starts at the reset, as the runner cuts them)."""
-    envs = [make_env("ALE/Breakout-v5") for _ in range(SUB_ENVS)]
-    rng = np.random.default_rng(seed)
-    obs = [env.reset(seed=seed * 100 + i)[0] for i, env in enumerate(envs)]
-    out = []
-    for _ in range(chunks):
-        parts = []
-        for i, env in enumerate(envs):
-            part = {"obs": [obs[i]], "actions": [], "rewards": []}
-            for _ in range(STEPS):
-                nxt, reward, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
-                part["obs"].append(nxt)
-                part["actions"].append(0)
-                part["rewards"].append(reward)
-                obs[i] = nxt
-                if terminated or truncated:
-                    parts.append(dict(part, terminated=terminated))
-                    obs[i] = env.reset()[0]
-                    part = {"obs": [obs[i]], "actions": [], "rewards": []}
-            if part["actions"]:
-                parts.append(dict(part, terminated=False))
-        out.append(parts)
-    return out
+    """Per chunk, its segments' parts as a runner holds them before closing them: the observations s_0 .. s_n (each
+    a (84, 84, 4) stack), actions and rewards, and whether the episode ended. The Breakout transitions of
+    `atari_replay_memory.breakout_chunks`, cut as a runner cuts them (16 env steps, or fewer at an episode's end),
+    SUB_ENVS segments a chunk."""
+    parts = []
+    for batch, _ in breakout_chunks(chunks * SUB_ENVS * STEPS, STEPS, seed=seed):
+        parts.append({"obs": list(batch["obs"]) + [batch["new_obs"][-1]], "actions": list(batch["actions"]),
+                      "rewards": list(batch["rewards"]), "terminated": bool(batch["terminateds"][-1])})
+    return [parts[i : i + SUB_ENVS] for i in range(0, len(parts), SUB_ENVS)][:chunks]
 
 
 def runner_side(parts: list[dict], send_frames: bool) -> tuple[list[dict], int]:
@@ -113,10 +99,12 @@ def main(argv=None):
         assert a["arrays"] == b["arrays"] and a["frames"] == b["frames"], "the two ways stored different replays"
     print(f"ALE/Breakout-v5, {len(chunks)} chunks of {SUB_ENVS} x {STEPS} env steps ({steps} env steps), replay "
           f"{args.storage}, {args.rounds} alternated rounds (medians); the same replay both ways (asserted)")
-    print(f"{'':8} {'bytes/env step':>15} {'runner ms/chunk':>16} {'driver ms/chunk':>16}")
+    def ms(times):  # median (range over the rounds)
+        return f"{statistics.median(times) * 1e3:.3f} ({min(times) * 1e3:.3f}-{max(times) * 1e3:.3f})"
+
+    print(f"{'':8} {'bytes/env step':>15} {'runner ms/chunk':>22} {'driver ms/chunk':>22}")
     for way in ways:
-        print(f"{way:8} {sent[way]:>15,.0f} {statistics.median(runner[way]) * 1e3:>16.3f} "
-              f"{statistics.median(driver[way]) * 1e3:>16.3f}")
+        print(f"{way:8} {sent[way]:>15,.0f} {ms(runner[way]):>22} {ms(driver[way]):>22}")
     ratio = {k: statistics.median(v["stacks"]) / statistics.median(v["frames"])
              for k, v in (("runner", runner), ("driver", driver))}
     print(f"stacks / frames: bytes {sent['stacks'] / sent['frames']:.2f}x, runner {ratio['runner']:.2f}x, "
