@@ -108,11 +108,11 @@ class RawTransitionEnvRunner(EpisodeReturnsEnvRunner):
         super().set_state(state)
         self._numpy_actor_of_module()  # in case the parameter tensors were replaced, not loaded into
 
-    def act_with(self, version: int, ref) -> None:
-        """Acts with the Sampler's acting weights of `version` (their object-store reference `ref`),
-        loading them unless this runner already does (0: none synced yet, a runner's own)."""
+    def act_with(self, version: int, weights) -> None:
+        """Acts with the Sampler's acting weights of `version` (`weights`: the state, or its object-store
+        reference), loading them unless this runner already does (0: none synced yet, a runner's own)."""
         if version and version != self.weights_version:
-            self.set_state(ray.get(ref))
+            self.set_state(ray.get(weights) if isinstance(weights, ray.ObjectRef) else weights)
             self.weights_version = version
 
     # ----- sampling

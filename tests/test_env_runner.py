@@ -213,7 +213,7 @@ def test_a_prefetch_rllib_did_not_send_to_every_runner_is_dropped_not_collected_
     calls = []
     group = SimpleNamespace(
         healthy_worker_ids=lambda: [1, 2],
-        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: calls.append(("submit", len(funcs))) or sent,
+        foreach_env_runner_async=lambda funcs, tag, kwargs, remote_worker_ids: calls.append(("submit", len(funcs))) or sent,
         fetch_ready_async_reqs=lambda tags, timeout_seconds: calls.append(("drop", tags)) or [],
     )
     sampler = Sampler(SimpleNamespace(env_runner_group=group), on_policy=True)
@@ -238,7 +238,7 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
     submitted = []
     group = SimpleNamespace(
         healthy_worker_ids=lambda: [1, 2],
-        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: submitted.append(funcs) or len(funcs),
+        foreach_env_runner_async=lambda funcs, tag, kwargs, remote_worker_ids: submitted.append(funcs) or len(funcs),
         # the runners acted with the version the request carried (3): what _sample_with_weights returns
         fetch_ready_async_reqs=lambda tags, timeout_seconds: [(i, ([{"actions": [i] * 5}], {}, 3, (i, 10 + i, "n")))
                                                               for i in (1, 2)],
@@ -290,17 +290,18 @@ def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_
     runners = {1: Runner(1), 2: Runner(2), 3: Runner(3)}
     healthy, pending = [1, 2, 3], []
 
-    def run(funcs, ids):  # runner `lost` dies while it samples: its answer never comes
-        answers = [(i, f(runners[i])) for f, i in zip(funcs, ids)]
+    def run(funcs, kwargs, ids):  # runner `lost` dies while it samples: its answer never comes
+        answers = [(i, f(runners[i], **k)) for f, k, i in zip(funcs, kwargs, ids)]
         if lost in ids:
             healthy.remove(lost)
         return [answer for i, answer in answers if i != lost]
 
     group = SimpleNamespace(
         num_remote_workers=lambda: len(healthy), healthy_worker_ids=lambda: list(healthy),
-        foreach_env_runner=lambda funcs, remote_worker_ids, local_env_runner: run(funcs, remote_worker_ids),
-        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: pending.append(
-            run(funcs, remote_worker_ids)) or len(funcs),
+        foreach_env_runner=lambda funcs, kwargs, remote_worker_ids, local_env_runner: run(funcs, kwargs,
+                                                                                           remote_worker_ids),
+        foreach_env_runner_async=lambda funcs, tag, kwargs, remote_worker_ids: pending.append(
+            run(funcs, kwargs, remote_worker_ids)) or len(funcs),
         fetch_ready_async_reqs=lambda tags, timeout_seconds: [(None, r) for r in pending.pop()],
     )
     sampler = Sampler(SimpleNamespace(env_runner_group=group, metrics=MetricsLogger()), on_policy=True)
@@ -334,7 +335,7 @@ def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples()
     group = SimpleNamespace(
         num_remote_env_runners=lambda: 2, healthy_worker_ids=lambda: [1, 2],
         foreach_env_runner=lambda f, local_env_runner: asked.append(1) or [(1, 11, "n1")],
-        foreach_env_runner_async=lambda funcs, tag, remote_worker_ids: len(funcs),
+        foreach_env_runner_async=lambda funcs, tag, kwargs, remote_worker_ids: len(funcs),
         fetch_ready_async_reqs=lambda tags, timeout_seconds: answers.pop(0))
     algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger(), samples_raw=True)
     sampler = Sampler(algorithm, on_policy=True)
