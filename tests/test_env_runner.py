@@ -306,6 +306,7 @@ def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_
     )
     sampler = Sampler(SimpleNamespace(env_runner_group=group, metrics=MetricsLogger()), on_policy=True)
     sampler.weights_version, sampler._weights_ref = 1, "ref"
+    sampler._runner_nodes = {1: "n", 2: "n", 3: "n"}  # (as after earlier answers)
     if prefetched:
         assert sampler.submit(100, global_env_steps=1000)
         segments = sampler.collect()
@@ -316,6 +317,9 @@ def test_a_share_lost_with_its_runner_mid_request_is_sampled_again_so_the_batch_
     steps_t = sorted(t + k for n, t in answered for k in range(n))
     assert steps_t == list(range(1000, 1100))  # each t once: the lost share again at its own t
     assert sampler.runtime.resampled_env_steps == (34 if lost == 1 else 33) and sampler.in_flight is None
+    # the lost runner's node is forgotten (restarted, it may run elsewhere: it takes the object store's copy of the
+    # weights until it answers again, not the shared-memory file of this node)
+    assert sorted(sampler._runner_nodes) == healthy
 
 
 def test_the_runtime_report_asks_the_runners_nothing_where_the_sampler_samples():
@@ -378,3 +382,78 @@ def test_trpo_learners_chunks_say_where_the_time_limit_cut(ray_local):
     algo.stop()
     # 64 steps of one sub-env: episodes of 5 (cut), 7 (terminal), 5, 7, ... then 4 steps to the batch end
     assert seen == [(5, False, True), (7, True, False)] * 5 + [(4, False, False)]
+
+
+@pytest.mark.parametrize("obs, narrowed", [
+    (np.random.default_rng(0).integers(0, 2, (65, 10, 10, 4)).astype(np.float32), True),  # MinAtar's 0/1 channels
+    (np.arange(256, dtype=np.float32).reshape(2, 128), True),
+    (np.array([[0.0, 1.0], [-0.0, 1.0]], np.float32), False),  # -0.0 would come back as +0.0
+    (np.array([[0.5, 1.0]], np.float32), False),
+    (np.array([[255.0, 256.0]], np.float32), False),
+    (np.array([[-1.0, 0.0]], np.float32), False),
+    (np.array([[np.nan, 0.0]], np.float32), False),
+    (np.array([[np.inf, 0.0]], np.float32), False),
+    (np.array([[1.0, 0.0]], np.float64), False),  # only float32, what the runner sends (`_float32`)
+    (np.zeros((2, 84, 84, 4), np.uint8), False),  # uint8 stacks go as they are
+    (np.zeros((0, 3), np.float32), False),
+])
+def test_a_remote_segments_whole_number_obs_travel_as_uint8_and_arrive_bit_for_bit(obs, narrowed):
+    """A remote answer over Ray's inline limit (100 KB) goes through the object store: MinAtar's 64-step chunk
+    is 126 KB as float32. Observations that are whole numbers 0..255 travel as uint8 and arrive as the same
+    float32 array, bit for bit; anything else (-0.0, a fraction, out of range, NaN, inf, another dtype)
+    travels as it is. The segment's other columns are untouched, and the runner's own segment is not changed."""
+    from kappa_rllib.algorithms.sampling import OBS_AS_UINT8, _narrowed, _widened
+
+    segment = {Columns.OBS: obs, Columns.ACTIONS: np.arange(max(len(obs) - 1, 0)), "terminated": True}
+    sent = _narrowed(segment)
+    assert (OBS_AS_UINT8 in sent) == narrowed and (Columns.OBS in sent) != narrowed
+    assert segment[Columns.OBS] is obs and OBS_AS_UINT8 not in segment
+    if narrowed:
+        assert sent[OBS_AS_UINT8].dtype == np.uint8 and sent[OBS_AS_UINT8].shape == obs.shape
+    back = _widened(sent)
+    assert back[Columns.OBS].dtype == obs.dtype and back[Columns.OBS].shape == obs.shape
+    assert back[Columns.OBS].tobytes() == obs.tobytes()
+    assert back[Columns.ACTIONS] is segment[Columns.ACTIONS] and back["terminated"] is True
+
+
+def test_minatar_chunks_travel_inline_as_uint8_and_arrive_as_the_envs_own_observations(ray_local):
+    """A remote MinAtar runner's 64-step answer is under Ray's inline limit (its obs as uint8), and what the
+    Sampler hands the replay is the env's own float32 observations: a chunk starts with the observation the
+    runner's sub-env held after the chunk before, bit for bit, and a segment going on ends with it."""
+    import pickle
+
+    from kappa_rllib.algorithms.sampling import OBS_AS_UINT8
+
+    algo = (KappaPIDQNConfig().environment("MinAtar/Breakout-v1")
+            .env_runners(num_env_runners=1, num_envs_per_env_runner=1)
+            .training(kappa=0.5, c_fa=0.5, total_env_steps=100_000)
+            .rl_module(model_config={"fcnet_hiddens": [16], "head_fcnet_hiddens": []})
+            .debugging(seed=3).build_algo())
+    group, answers, held, checked = algo.env_runner_group, [], None, 0
+    foreach = group.foreach_env_runner
+
+    def recording(*args, **kwargs):
+        results = foreach(*args, **kwargs)
+        answers.extend(results)
+        return results
+
+    group.foreach_env_runner = recording
+    for chunk in range(6):
+        answers.clear()
+        segments = algo.sampler.sample(64, global_env_steps=64 * chunk)
+        ((raw, _, _, _),) = answers
+        assert len(pickle.dumps(answers[0], protocol=5)) < 100 * 1024
+        assert all(OBS_AS_UINT8 in s and Columns.OBS not in s for s in raw)
+        assert sum(len(s[Columns.ACTIONS]) for s in segments) == 64
+        for sent, got in zip(raw, segments, strict=True):
+            assert got[Columns.OBS].dtype == np.float32
+            np.testing.assert_array_equal(got[Columns.OBS], sent[OBS_AS_UINT8])
+        if held is not None:  # the env's own float32 observation, read from the runner
+            assert segments[0][Columns.OBS][0].tobytes() == held.tobytes()
+            checked += 1
+        (held,) = foreach(lambda er: np.asarray(er._obs[0], np.float32).copy(), local_env_runner=False)
+        if not (segments[-1]["terminated"] or segments[-1]["truncated"]):
+            assert segments[-1][Columns.OBS][-1].tobytes() == held.tobytes()
+            checked += 1
+    assert checked >= 6
+    algo.stop()

@@ -1,11 +1,13 @@
 """Sampling and weight syncs: one `Sampler` per algorithm (kappa or not), which owns them.
 
 The Sampler keeps the acting weights (a version number, the inference-only module state read from the
-learners once per version, and its object-store reference, put once per version), the batch in flight
-(sampled ahead while the learner works: `InFlight`, at most one), and what `report_runtime` tracks of
-the remote EnvRunners' processes (`RuntimeCounters`). Every sampling request carries the version and
-reference of the acting weights; the EnvRunner loads them if it does not act with them yet
-(`RawTransitionEnvRunner.act_with`) and returns, with its segments, the version it acted with. So:
+learners once per version, and how the runners get it, made once per version when a request first needs
+it: written into a shared-memory file for the runners on this node, `shared_weights`, put in the object
+store for the others), the batch in flight (sampled ahead while the learner works: `InFlight`, at most
+one), and what `report_runtime` tracks of the remote EnvRunners' processes (`RuntimeCounters`). Every
+sampling request carries the version of the acting weights and the weights (a handle or a reference); the
+EnvRunner loads them if it does not act with them yet (`RawTransitionEnvRunner.act_with`) and returns, with
+its segments, the version it acted with. So:
 
 * **on-policy at run time**: `collect` (and `sample`) compare the versions the runners acted with to
   the current one. For TRPO and kappa-TRPO (`on_policy`) any lag is an error (`OffPolicyBatch`): the batch
@@ -30,6 +32,9 @@ import ray
 from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, WEIGHTS_SEQ_NO
+
+from kappa_rllib.algorithms.shared_weights import Handle, SharedWeights
+from kappa_rllib.algorithms.shared_weights import read as read_shared
 
 ACTING_WEIGHTS_LAG = "acting_weights_lag"  # env_runners/...: versions behind the learner (kappa-DQN)
 OBS_AS_UINT8 = "obs_as_uint8"  # a remote segment's float32 observations, every one a whole number 0..255, sent as uint8
@@ -67,7 +72,10 @@ class Sampler:
         self.on_policy = on_policy
         self.weights_version = 0  # of the acting weights; 0: none synced yet (SamplerMixin.setup syncs once)
         self.weights_state: dict | None = None  # the acting module's state, read from the learners
-        self._weights_ref: ray.ObjectRef | None = None  # that state in the object store
+        self._weights_ref: ray.ObjectRef | None = None  # that state in the object store, put when a request needs it
+        self._shared: SharedWeights | None | bool = False  # the file runners on this node read (False: not made yet)
+        self._handle: Handle | None = None  # the current version in it, written when a request needs it
+        self._runner_nodes: dict[int, str] = {}  # remote EnvRunner index -> its Ray node, from its last answer
         self._local_version = 0  # the version the local EnvRunner holds (`refresh_local`)
         self.in_flight: InFlight | None = None
         self.runtime = RuntimeCounters()
@@ -81,7 +89,7 @@ class Sampler:
         load_state_dict was 11% of the driver's time per chunk in W3's pipeline with nothing learnt."""
         self.weights_version += 1
         self.weights_state = _acting_state(self.algorithm)  # read from the learners once
-        self._weights_ref = None
+        self._weights_ref = self._handle = None
         group = self.algorithm.env_runner_group
         if group.local_env_runner is not None and not group.num_remote_workers():
             self.refresh_local()
@@ -93,10 +101,31 @@ class Sampler:
             local.set_state(self.weights_state)
             self._local_version = self.weights_version
 
-    def _acting(self) -> tuple[int, "ray.ObjectRef | None"]:
-        if self.weights_version and self._weights_ref is None:
+    def _weights_for(self, index: int):
+        """What a request to remote runner `index` carries of the current acting weights: a shared-memory handle
+        where the runner runs on this node (`kappa_rllib.algorithms.shared_weights`: no object-store put, ~1 ms of
+        the driver's time a version), else the object-store reference; each made once a version, when first
+        needed. None before the first sync."""
+        if not self.weights_version:
+            return None
+        if self._shared is False and self.weights_state is not None:  # made at the first request (this node, the
+            # layout); a Ray Client driver is on no node of the cluster
+            self._shared = None if ray.util.client.ray.is_connected() else SharedWeights.create(
+                self.weights_state, ray.get_runtime_context().get_node_id())
+        if self._shared and self._runner_nodes.get(index) == self._shared.node_id:
+            if self._handle is None:
+                self._handle = self._shared.write(self.weights_version, self.weights_state)
+            if self._handle is not None:
+                return self._handle
+        if self._weights_ref is None:
             self._weights_ref = ray.put(self.weights_state)
-        return self.weights_version, self._weights_ref
+        return self._weights_ref
+
+    def close(self) -> None:
+        """Removes the shared-memory file, if any (the algorithm's stop)."""
+        if self._shared:
+            self._shared.close()
+        self._shared, self._handle = False, None
 
     # ----- sampling
     def sample(self, num_steps: int, global_env_steps: int = 0) -> list[dict]:
@@ -117,7 +146,7 @@ class Sampler:
         shares, funcs, kwargs = self._remote_shares(num_steps, global_env_steps)
         results = group.foreach_env_runner(funcs, kwargs=kwargs, remote_worker_ids=[i for i, _, _ in shares],
                                            local_env_runner=False)
-        return self._segments(results), _lost(shares, results)
+        return self._segments(results), self._lost(shares, results)
 
     def _exactly(self, segments: list[dict], lost: list[tuple[int, int]], num_steps: int) -> list[dict]:
         """`segments` with every `lost` share sampled again. RLlib's group drops the answer of a runner lost
@@ -165,7 +194,7 @@ class Sampler:
         ready = self.algorithm.env_runner_group.fetch_ready_async_reqs(tags=self.TAG, timeout_seconds=None)
         batch, self.in_flight = self.in_flight, None
         results = [r for _, r in ready]
-        return self._exactly(self._segments(results), _lost(batch.shares, results), batch.num_steps)
+        return self._exactly(self._segments(results), self._lost(batch.shares, results), batch.num_steps)
 
     def drop(self) -> None:
         """Waits for the batch in flight, if any, and discards it, metrics included."""
@@ -194,9 +223,8 @@ class Sampler:
         base, extra = divmod(num_steps, len(ids))
         shares = [base + (i < extra) for i in range(len(ids))]
         offsets = [start + sum(shares[:i]) for i in range(len(ids))]
-        version, ref = self._acting()
-        kwargs = [{"num_steps": n, "global_env_steps": o, "version": version, "weights": ref}
-                  for n, o in zip(shares, offsets)]
+        kwargs = [{"num_steps": n, "global_env_steps": o, "version": self.weights_version,
+                   "weights": self._weights_for(i)} for i, n, o in zip(ids, shares, offsets)]
         return list(zip(ids, shares, offsets)), [_sample_with_weights] * len(ids), kwargs
 
     def _segments(self, results) -> list[dict]:
@@ -216,13 +244,24 @@ class Sampler:
                 self.algorithm.metrics.log_value((ENV_RUNNER_RESULTS, ACTING_WEIGHTS_LAG), lag, reduce="max")
         return [_widened(seg) for segs, _, _, _ in results for seg in segs]
 
+    def _lost(self, shares, results) -> list[tuple[int, int]]:
+        """(env steps, t) of each share whose runner is not among those that answered (their `where`). A lost
+        runner's node is forgotten: restarted, it may run elsewhere, and takes the object-store reference until
+        it answers again."""
+        answered = {where[0] for _, _, _, where in results if where is not None}
+        for index, _, _ in shares:
+            if index not in answered:
+                self._runner_nodes.pop(index, None)
+        return [(n, start) for index, n, start in shares if index not in answered and n > 0]
+
     def _note_runners(self, seen) -> None:
         """(index, pid, node) of the remote runners that answered: a changed pid is a restart."""
         runtime = self.runtime
-        for index, pid, _ in seen:
+        for index, pid, node in seen:
             if index in runtime.env_runner_pids and runtime.env_runner_pids[index] != pid:
                 runtime.env_runner_restarts += 1
             runtime.env_runner_pids[index] = pid
+            self._runner_nodes[index] = node
         if seen:
             runtime.healthy_env_runners = len(seen)
             runtime.env_runner_node_ids = ",".join(sorted({node for _, _, node in seen}))
@@ -261,6 +300,11 @@ class SamplerMixin:
 
     samples_raw = True
     on_policy = True
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        if getattr(self, "sampler", None) is not None:
+            self.sampler.close()  # the acting weights' shared-memory file, once the runners are stopped
 
     def setup(self, config) -> None:
         self.sampler = Sampler(self, on_policy=self.on_policy)
@@ -330,12 +374,6 @@ class SamplerMixin:
             self.sampler.sync()
 
 
-def _lost(shares, results) -> list[tuple[int, int]]:
-    """(env steps, t) of each share whose runner is not among those that answered (their `where`)."""
-    answered = {where[0] for _, _, _, where in results if where is not None}
-    return [(n, start) for index, n, start in shares if index not in answered and n > 0]
-
-
 def _env_steps(segments: list[dict]) -> int:
     return sum(len(seg["actions"]) for seg in segments)
 
@@ -352,6 +390,8 @@ def _acting_state(algorithm) -> dict:
 
 
 def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, version: int, weights):
+    if isinstance(weights, Handle) and version != env_runner.weights_version:
+        weights = read_shared(weights, ray.get_runtime_context().get_node_id())
     env_runner.act_with(version, weights)
     segments, metrics = _sample_one(env_runner, num_steps, global_env_steps)
     return [_narrowed(seg) for seg in segments], metrics, env_runner.weights_version, _process_id(env_runner)
@@ -367,6 +407,8 @@ def _narrowed(segment: dict) -> dict:
     if not isinstance(obs, np.ndarray) or obs.dtype != np.float32 or obs.size == 0:
         return segment
     with np.errstate(invalid="ignore"):  # NaN or out of range: the check below sends the array as it is
+        if not _whole(obs[:1]):  # (MuJoCo's observations fail at once)
+            return segment
         small = obs.astype(np.uint8)
     if not np.array_equal(small.astype(np.float32).view(np.uint32), obs.view(np.uint32)):
         return segment
@@ -374,6 +416,11 @@ def _narrowed(segment: dict) -> dict:
     del segment[Columns.OBS]
     segment[OBS_AS_UINT8] = small
     return segment
+
+
+def _whole(obs: np.ndarray) -> bool:
+    """Whether float32 `obs` survive the trip through uint8 bit for bit."""
+    return np.array_equal(obs.astype(np.uint8).astype(np.float32).view(np.uint32), obs.view(np.uint32))
 
 
 def _widened(segment: dict) -> dict:
