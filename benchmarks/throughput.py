@@ -8,6 +8,7 @@ so compare ratios within a table, not figures across runs.
     python benchmarks/throughput.py --workload w2 --env-runners 1,2,4
     python benchmarks/throughput.py --workload w3 --steps 30000 --env-runners 0,1
     python benchmarks/throughput.py --workload pipeline --steps 25000 --env-runners 0,1,2
+    python benchmarks/throughput.py --workload pipeline --steps 15000 --env-runners 1,2 --pipeline-kappa pi
     python benchmarks/throughput.py --workload pi-evaluation --steps 25000 --env-runners 1,2
     python benchmarks/throughput.py --workload local-weights --steps 25000 --env-runners 2
     python benchmarks/throughput.py --workload atari --steps 2000 --env-runners 0,2
@@ -98,6 +99,9 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true", help="Atari: torch.profiler table of a kappa-PI-DQN run")
     p.add_argument("--runner-call-steps", default="preset",
                    help="pipeline: comma-separated env steps per runner call (env_steps_per_runner_call), 'preset' the preset's")
+    p.add_argument("--pipeline-kappa", choices=("1", "pi", "both"), default="1",
+                   help="pipeline: kappa = 1, W3's kappa-PI-DQN (kappa 0.84: its learner alone makes the evaluation's "
+                        "Q_phi updates too), or both")
     p.add_argument("--torch-threads", type=int, default=1, help="torch threads of the driver (the learner)")
     p.add_argument("--rounds", type=int, default=3,
                    help="measure the whole table this many times, alternating the rows; print medians (default 3)")
@@ -161,9 +165,10 @@ def measure_round(args, workloads: list[str], runners: list[int]) -> list[tuple]
     if "w3" in workloads:
         rows += [("W3",)] + workload_w3(args.steps, runners)
     if "pipeline" in workloads:
-        rows += [("W3's pipeline (kappa = 1)",)] + workload_pipeline(
-            args.steps, runners, learner_threads(args),
-            tuple(int(c) if c != "preset" else None for c in args.runner_call_steps.split(",")))
+        for kappa_pi in {"1": (False,), "pi": (True,), "both": (False, True)}[args.pipeline_kappa]:
+            rows += [("W3's pipeline (kappa-PI-DQN)" if kappa_pi else "W3's pipeline (kappa = 1)",)] + workload_pipeline(
+                args.steps, runners, learner_threads(args),
+                tuple(int(c) if c != "preset" else None for c in args.runner_call_steps.split(",")), kappa_pi)
     if "local-weights" in workloads:
         rows += [("W3's env-less local EnvRunner",)] + workload_local_weights(args.steps, runners)
     if "pi-evaluation" in workloads:

@@ -87,25 +87,31 @@ def run_to_done(config, learner_alone_calls: int = 0) -> tuple[float, dict]:
     return rate, result
 
 
-def learner_alone_rate(algo, calls: int) -> float:
+def learner_alone_rate(algo, calls: int, evaluation: bool = False) -> float:
     """The env steps/s a kappa = 1 run's learner alone sustains: `calls` fused learner calls of
     `updates_per_learner_call` Q_theta updates each (replay sampling included), on the run's own
     replay, with nothing sampled. That is the ceiling of any sampling layout (overlap, more
-    EnvRunners): only a faster gradient step lifts it."""
+    EnvRunners): only a faster gradient step lifts it. `evaluation`: kappa-PI's, whose evaluation
+    phases make as many Q_phi updates as its improvement phases made Q_theta updates: each call is
+    followed by one of as many Q_phi updates, and the two are credited with one call's env steps."""
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     from kappa_rllib.algorithms.kappa_dqn.learner_program import TDUpdates
+    from kappa_rllib.variant import PHI_MODULE_ID
 
     cfg = algo.config
     k, size = cfg.updates_per_learner_call, cfg.total_train_batch_size
-    call = [TDUpdates(DEFAULT_MODULE_ID, k)]  # typed: a plain tuple is refused (it once counted as 0 updates)
+    # typed: a plain tuple is refused (it once counted as 0 updates)
+    programs = [[TDUpdates(DEFAULT_MODULE_ID, k)]] + ([[TDUpdates(PHI_MODULE_ID, k)]] if evaluation else [])
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    algo._learner_call(call, size)  # warm-up
+    for program in programs:  # warm-up
+        algo._learner_call(program, size)
     sync()
     start = time.perf_counter()
     for _ in range(calls):
-        algo._learner_call(call, size)
+        for program in programs:
+            algo._learner_call(program, size)
     sync()  # the clock stops once the GPU's queued gradient steps are done
     return calls * k * cfg.env_steps_per_update / (time.perf_counter() - start)
 

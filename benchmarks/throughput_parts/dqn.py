@@ -104,7 +104,7 @@ LEARNER_ALONE = "kappa = 1's learner alone, idle machine"
 
 
 def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple = (False,),
-                      call_steps: tuple = (None,)) -> list[tuple]:
+                      call_steps: tuple = (None,), kappa_pi: bool = False) -> list[tuple]:
     """W3 (MinAtar Breakout, kappa = 1, the MinAtar preset) taken apart, per remote EnvRunner count N, rates after
     the learning start (`timed_run`):
 
@@ -120,13 +120,18 @@ def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple
 
     `call_steps`: the env steps each runner samples per call (`env_steps_per_runner_call`; a chunk is one call of
     every runner) the runs are measured at; None is the preset's. The call's size sets the per-call costs' share of
-    each env step, and the policy lag (each row says its bound)."""
+    each env step, and the policy lag (each row says its bound). `kappa_pi`: W3's kappa-PI-DQN (its kappa) instead
+    of kappa = 1, whose learner alone makes the evaluation phases' Q_phi updates too."""
     rows = Rows()
+    kappa = W3["kappa"] if kappa_pi else 1.0
+    name = f"kappa-PI-DQN (kappa = {kappa:g})" if kappa_pi else "kappa = 1"
+    learner_alone = f"{name}'s learner alone, idle machine"
+    algo_label = "kappa-PI-DQN" if kappa_pi else "DQN"
     for runners in env_runners:
         ceiling = runners == env_runners[0]
         for chunk in call_steps:
             def config(chunk=chunk, runners=runners):
-                made = preset_config("pi", 1.0, W3["env"], steps, runners=runners)
+                made = preset_config("pi", kappa, W3["env"], steps, runners=runners)
                 return made.training(env_steps_per_runner_call=chunk) if chunk else made
 
             size = f", calls of {chunk}" if chunk else ""
@@ -134,30 +139,33 @@ def workload_pipeline(steps: int, env_runners: list[int], learner_threads: tuple
                 if thread:
                     rate, result, algo = timed_run(config().training(learner_thread=True))
                     algo.stop()
-                    rows.append((f"kappa = 1, {runners} remote EnvRunner(s){size}: the run, learner thread", rate,
-                                 "DQN", 0, f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; "
-                                 "base: the learner alone, idle machine", LEARNER_ALONE))
+                    rows.append((f"{name}, {runners} remote EnvRunner(s){size}: the run, learner thread", rate,
+                                 algo_label, 0, f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env "
+                                 "steps; base: the learner alone, idle machine", learner_alone))
             rate, result, algo = timed_run(config())
-            rows.append((f"kappa = 1, {runners} remote EnvRunner(s){size}: the run", rate, "DQN", 0,
+            rows.append((f"{name}, {runners} remote EnvRunner(s){size}: the run", rate, algo_label, 0,
                          f"policy lag <= {result['kappa']['max_policy_lag_env_steps']} env steps; base: the learner "
-                         "alone, idle machine", LEARNER_ALONE))
+                         "alone, idle machine", learner_alone))
             if ceiling:
-                rows.append((LEARNER_ALONE, learner_alone_rate(algo, 20), "DQN", 0,
-                             "typed calls of 64 updates, replay draws included"))
+                rows.append((learner_alone, learner_alone_rate(algo, 20, evaluation=kappa_pi), algo_label, 0,
+                             "typed calls of 64 updates" + (", each with one of 64 Q_phi updates" if kappa_pi else "")
+                             + ", replay draws included"))
                 with busy_core():
-                    rows.append(("kappa = 1's learner alone, one core kept busy", learner_alone_rate(algo, 20), "DQN",
-                                 0, "as during a run with a remote runner", LEARNER_ALONE))
+                    rows.append((f"{name}'s learner alone, one core kept busy",
+                                 learner_alone_rate(algo, 20, evaluation=kappa_pi), algo_label,
+                                 0, "as during a run with a remote runner", learner_alone))
                 ceiling = False
             algo.stop()
             rate, _, algo = timed_run(config(), nothing_learnt=True)
-            nothing = f"kappa = 1, {runners} remote EnvRunner(s){size}: nothing learnt"
+            nothing = f"{name}, {runners} remote EnvRunner(s){size}: nothing learnt"
             if runners:
                 alone = f"{runners} remote EnvRunner(s) sampling alone{size}"
-                rows.append((alone, runners_alone_rate(algo, steps), "DQN", 0,
+                rows.append((alone, runners_alone_rate(algo, steps), algo_label, 0,
                              f"chunks of {algo._chunk_size()} env steps"))
-                rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling; base: the runners alone", alone))
+                rows.append((nothing, rate, algo_label, 0, "the pipeline's own ceiling; base: the runners alone",
+                             alone))
             else:
-                rows.append((nothing, rate, "DQN", 0, "the pipeline's own ceiling"))
+                rows.append((nothing, rate, algo_label, 0, "the pipeline's own ceiling"))
             algo.stop()
     return rows
 
