@@ -4,7 +4,7 @@ MinAtar preset), the driver's wall time per chunk in each part of `_improvement_
 A benchmark, not a test. Each part is timed around the method that does it, in the run itself (no part is
 simulated): the learner's gradient steps with their minibatch draws (`_update`), the wait for the chunk in flight
 (`Sampler.collect`: the runners' answer, deserialized, and RLlib's metrics of it), the request of the next chunk
-with the acting weights put in the object store (`Sampler.submit`), a chunk sampled while the driver waits
+with the acting weights written to shared memory (put in the object store for runners on other nodes) (`Sampler.submit`), a chunk sampled while the driver waits
 (`Sampler.sample`: none where every chunk is requested ahead, a `train()` call's first too), the acting weights read from the learner (`Sampler.sync`), the segments cut into transitions and added to the
 replay, and what `train()` does around its training step (results, metrics). Beside them, the learner alone on
 the run's replay (`learner_alone_rate`: the same gradient steps and draws, nothing sampled), per chunk.
@@ -32,7 +32,7 @@ LABELS = {
     "training_step": "its training step",
     "update": "the gradient steps and their minibatch draws",
     "collect": "waiting for the chunk in flight, and reading it",
-    "submit": "requesting the next chunk (the weights put in the object store)",
+    "submit": "requesting the next chunk (the acting weights written to shared memory)",
     "sample_sync": "a chunk sampled while the driver waits",
     "weights_sync": "the acting weights read from the learner",
     "replay_add": "the replay add",
