@@ -246,7 +246,7 @@ def test_the_sampler_checks_at_run_time_which_weights_a_collected_batch_acted_wi
     algorithm = SimpleNamespace(env_runner_group=group, metrics=MetricsLogger())
     sampler = Sampler(algorithm, on_policy=on_policy)
     sampler.weights_version, sampler.weights_state = 3, {"rl_module": {}}
-    sampler._weights_ref = "ref"
+    sampler._weights_ref, sampler._shared = "ref", None  # (the object store's path: no Ray here)
     assert sampler.submit(10, global_env_steps=0) and sampler.in_flight.weights_version == 3
     assert sampler.collect() == [{"actions": [1] * 5}, {"actions": [2] * 5}]  # acted with the current weights: no lag
     sampler.submit(10, global_env_steps=10)

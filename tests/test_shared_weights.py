@@ -75,21 +75,37 @@ def test_a_state_laid_out_otherwise_is_not_written(board):
 
 
 def test_files_of_dead_drivers_are_removed_and_a_live_ones_kept(tmp_path, monkeypatch):
+    """A driver killed before its close leaves its file; the next one on the node removes it, and only files made
+    in its own PID namespace (a container sharing /dev/shm sees others' files, not their pids)."""
     import subprocess
     import sys
 
     monkeypatch.setattr(shared_weights, "SHM_DIR", str(tmp_path))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    orphan = tmp_path / f"{shared_weights.PREFIX}{int(dead.stdout)}_abc"
-    live = tmp_path / f"{shared_weights.PREFIX}{os.getppid()}_def"
-    unrelated = tmp_path / "someone_elses"
-    for path in (orphan, live, unrelated):
+    namespace = shared_weights._pid_namespace()
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    orphan = tmp_path / f"{shared_weights.PREFIX}{dead}_{namespace}_abc"
+    live = tmp_path / f"{shared_weights.PREFIX}{os.getppid()}_{namespace}_def"
+    other_namespace = tmp_path / f"{shared_weights.PREFIX}{dead}_1_ghi"
+    odd = [tmp_path / f"{shared_weights.PREFIX}{10 ** 30}_{namespace}_x", tmp_path / f"{shared_weights.PREFIX}x_y_z",
+           tmp_path / "someone_elses"]
+    for path in (orphan, live, other_namespace, *odd):
         path.write_bytes(b"x")
     made = SharedWeights.create(state(0), "n")
-    assert not orphan.exists() and live.exists() and unrelated.exists()
+    assert not orphan.exists() and live.exists() and other_namespace.exists() and all(p.exists() for p in odd)
     assert os.path.dirname(made.path) == str(tmp_path)
     made.close()
     assert not os.path.exists(made.path)
+
+
+def test_empty_and_scalar_leaves_travel_with_the_handle(board):
+    with_empty = state(1)
+    with_empty["rl_module"]["extra"] = {}
+    other = SharedWeights.create(with_empty, "node-a")
+    try:
+        assert same(read(other.write(1, with_empty), "node-a"), with_empty)
+    finally:
+        other.close()
 
 
 def test_where_shared_memory_cannot_serve_there_is_none_and_no_file_left(tmp_path, monkeypatch):
@@ -151,3 +167,62 @@ def test_runners_reading_shared_memory_train_exactly_as_runners_taking_the_objec
     assert same(weights, weights_ref)
     # (a version no request carries, as one made at the end of a phase, is never put nor written)
     assert puts == [1] and len(puts_ref) > versions_ref // 2
+
+
+def test_a_runner_that_cannot_read_the_file_is_sampled_again_by_reference_and_takes_the_reference_from_then_on(
+        monkeypatch):
+    """A runner the driver believes on its node may not be (restarted elsewhere between two requests, a /dev/shm of
+    its own): its request reads nothing and answers so, its share is sampled again (by reference, here by both
+    runners), and from then on it takes the object store's copy, whatever node it reports."""
+    from types import SimpleNamespace
+
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    from kappa_rllib.algorithms import sampling
+    from kappa_rllib.algorithms.shared_weights import Handle
+
+    class Runner:
+        def __init__(self, index, node):
+            self.worker_index, self.node, self.weights_version, self.took = index, node, 0, []
+
+        def act_with(self, version, weights):  # (as RawTransitionEnvRunner's: loads a version it does not act with)
+            if version != self.weights_version:
+                self.took.append(weights if isinstance(weights, str) else weights["rl_module"]["p"].tolist())
+                self.weights_version = version
+
+        def sample(self, num_timesteps, explore, global_env_steps):
+            return [{"actions": [self.worker_index] * num_timesteps}]
+
+        def get_metrics(self):
+            return {}
+
+    runners = {1: Runner(1, "a"), 2: Runner(2, "b")}  # runner 2 moved to node b; the driver still thinks a
+    sent = []
+
+    def run(funcs, kwargs, ids):
+        sent.append([(i, type(k["weights"]).__name__) for k, i in zip(kwargs, ids)])
+        return [(i, f(runners[i], **k)) for f, k, i in zip(funcs, kwargs, ids)]
+
+    group = SimpleNamespace(num_remote_workers=lambda: 2, healthy_worker_ids=lambda: [1, 2],
+                            foreach_env_runner=lambda funcs, kwargs, remote_worker_ids, local_env_runner: [
+                                r for _, r in run(funcs, kwargs, remote_worker_ids)])
+    monkeypatch.setattr(sampling, "_process_id", lambda er: (er.worker_index, 100 + er.worker_index, er.node))
+    monkeypatch.setattr(sampling.ray, "put", lambda value: "ref")
+    sampler = sampling.Sampler(SimpleNamespace(env_runner_group=group, metrics=MetricsLogger()), on_policy=True)
+    sampler._node_id, sampler._runner_nodes = "a", {1: "a", 2: "a"}
+    sampler.weights_version = 1
+    sampler.weights_state = {"rl_module": {"p": np.arange(4, dtype=np.float32)}, "weights_seq_no": 0}
+    try:
+        segments = sampler.sample(10, global_env_steps=0)
+        assert sorted(a for s in segments for a in s["actions"]) == [1] * 8 + [2] * 2  # 5 + 5, then 5 split 3 + 2
+        assert sent[0] == [(1, "Handle"), (2, "Handle")] and sent[1] == [(1, "Handle"), (2, "str")]
+        assert runners[1].took == [[0.0, 1.0, 2.0, 3.0]] and runners[2].took == ["ref"]
+        assert sampler.runtime.resampled_env_steps == 5 and sampler._object_store_only == {2}
+        sampler._runner_nodes[2] = "a"  # it reports this node again: it still takes the reference
+        sampler.weights_version, sampler.weights_state = 2, {"rl_module": {"p": np.ones(4, np.float32)},
+                                                             "weights_seq_no": 0}
+        sampler._weights_ref = sampler._handle = None
+        sampler.sample(4, global_env_steps=10)
+        assert sent[2] == [(1, "Handle"), (2, "str")] and runners[1].took[-1] == [1.0] * 4
+    finally:
+        sampler.close()

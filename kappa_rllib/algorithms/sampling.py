@@ -33,7 +33,7 @@ from ray.rllib.core import COMPONENT_LEARNER, COMPONENT_RL_MODULE, DEFAULT_MODUL
 from ray.rllib.core.columns import Columns
 from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, WEIGHTS_SEQ_NO
 
-from kappa_rllib.algorithms.shared_weights import Handle, SharedWeights
+from kappa_rllib.algorithms.shared_weights import Handle, SharedWeights, SharedWeightsGone
 from kappa_rllib.algorithms.shared_weights import read as read_shared
 
 ACTING_WEIGHTS_LAG = "acting_weights_lag"  # env_runners/...: versions behind the learner (kappa-DQN)
@@ -76,6 +76,8 @@ class Sampler:
         self._shared: SharedWeights | None | bool = False  # the file runners on this node read (False: not made yet)
         self._handle: Handle | None = None  # the current version in it, written when a request needs it
         self._runner_nodes: dict[int, str] = {}  # remote EnvRunner index -> its Ray node, from its last answer
+        self._object_store_only: set[int] = set()  # runners that could not read the file once: the reference from then on
+        self._node_id: str | None = None  # this process's Ray node
         self._local_version = 0  # the version the local EnvRunner holds (`refresh_local`)
         self.in_flight: InFlight | None = None
         self.runtime = RuntimeCounters()
@@ -83,7 +85,8 @@ class Sampler:
     # ----- the acting weights
     def sync(self) -> None:
         """Call after the learner changed the acting module: remote EnvRunners take the new (inference-only)
-        weights with their next sampling request, one object-store put for all of them. The local EnvRunner takes
+        weights with their next sampling request (`_weights_for`: one write to shared memory for those on this node,
+        one object-store put for the others, each made once a version). The local EnvRunner takes
         them now where it samples (no remote runners); beside remote runners it has no env and samples nothing, so
         it takes them when read (`refresh_local`, through `Algorithm.env_runner`), not every chunk: its
         load_state_dict was 11% of the driver's time per chunk in W3's pipeline with nothing learnt."""
@@ -105,21 +108,28 @@ class Sampler:
         """What a request to remote runner `index` carries of the current acting weights: a shared-memory handle
         where the runner runs on this node (`kappa_rllib.algorithms.shared_weights`: no object-store put, ~1 ms of
         the driver's time a version), else the object-store reference; each made once a version, when first
-        needed. None before the first sync."""
+        needed. A runner that once could not read the file (restarted on another node, a /dev/shm of its own)
+        takes the reference from then on. None before the first sync."""
         if not self.weights_version:
             return None
-        if self._shared is False and self.weights_state is not None:  # made at the first request (this node, the
-            # layout); a Ray Client driver is on no node of the cluster
-            self._shared = None if ray.util.client.ray.is_connected() else SharedWeights.create(
-                self.weights_state, ray.get_runtime_context().get_node_id())
-        if self._shared and self._runner_nodes.get(index) == self._shared.node_id:
-            if self._handle is None:
+        node = self._runner_nodes.get(index)
+        if (self._shared is not None and index not in self._object_store_only and self.weights_state is not None
+                and node is not None and node == self._this_node()):
+            if self._shared is False:  # made when a runner is first known to be on this node
+                self._shared = SharedWeights.create(self.weights_state, self._node_id)
+            if self._shared and self._handle is None:
                 self._handle = self._shared.write(self.weights_version, self.weights_state)
-            if self._handle is not None:
+            if self._shared and self._handle is not None:
                 return self._handle
         if self._weights_ref is None:
             self._weights_ref = ray.put(self.weights_state)
         return self._weights_ref
+
+    def _this_node(self) -> str | None:
+        """This process's Ray node; None under Ray Client, whose driver is on no node of the cluster."""
+        if self._node_id is None and not ray.util.client.ray.is_connected():
+            self._node_id = ray.get_runtime_context().get_node_id()
+        return self._node_id
 
     def close(self) -> None:
         """Removes the shared-memory file, if any (the algorithm's stop)."""
@@ -231,8 +241,11 @@ class Sampler:
         """The runners' (segments, metrics, version acted with, (index, pid, node) of a remote runner):
         metrics into `env_runners/...`, the versions checked (module docstring), where the remote runners
         run noted (`report_runtime`), the segments returned."""
-        self.algorithm.metrics.aggregate([m for _, m, _, _ in results], key=ENV_RUNNER_RESULTS)
+        unread = [where[0] for segs, _, _, where in results if segs is None]  # the file unread: sampled nothing
+        self._object_store_only.update(unread)
         self._note_runners([where for _, _, _, where in results if where is not None])
+        results = [r for r in results if r[0] is not None]
+        self.algorithm.metrics.aggregate([m for _, m, _, _ in results], key=ENV_RUNNER_RESULTS)
         if results:
             lag = self.weights_version - min(v for _, _, v, _ in results)
             if self.on_policy and lag:
@@ -248,7 +261,7 @@ class Sampler:
         """(env steps, t) of each share whose runner is not among those that answered (their `where`). A lost
         runner's node is forgotten: restarted, it may run elsewhere, and takes the object-store reference until
         it answers again."""
-        answered = {where[0] for _, _, _, where in results if where is not None}
+        answered = {where[0] for segs, _, _, where in results if where is not None and segs is not None}
         for index, _, _ in shares:
             if index not in answered:
                 self._runner_nodes.pop(index, None)
@@ -384,17 +397,33 @@ def _acting_state(algorithm) -> dict:
     state = algorithm.learner_group.get_state(
         components=[f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{DEFAULT_MODULE_ID}"], inference_only=True,
     )[COMPONENT_LEARNER]
+    module = state[COMPONENT_RL_MODULE]
+    learner = getattr(algorithm.learner_group, "_learner", None)
+    if learner is not None and getattr(learner.device, "type", "cpu") == "cpu":
+        # a local CPU learner's state is views of its parameters, which a learner thread may update while the
+        # state is still written or put for a request (a GPU's, or a remote learner's, is a copy already)
+        module = _copied(module)
     # WEIGHTS_SEQ_NO 0: RLlib's EnvRunner.set_state then always loads the weights (it skips a number not
     # newer than its own, as after a restore to earlier weights); the Sampler's version says which they are
-    return {COMPONENT_RL_MODULE: state[COMPONENT_RL_MODULE], WEIGHTS_SEQ_NO: 0}
+    return {COMPONENT_RL_MODULE: module, WEIGHTS_SEQ_NO: 0}
+
+
+def _copied(state):
+    if isinstance(state, dict):
+        return {k: _copied(v) for k, v in state.items()}
+    return state.copy() if isinstance(state, np.ndarray) else state
 
 
 def _sample_with_weights(env_runner, num_steps: int, global_env_steps: int, version: int, weights):
+    where = _process_id(env_runner)
     if isinstance(weights, Handle) and version != env_runner.weights_version:
-        weights = read_shared(weights, ray.get_runtime_context().get_node_id())
+        try:
+            weights = read_shared(weights, where[2])
+        except SharedWeightsGone:  # (restarted on another node, a /dev/shm of its own): sampled again, by reference
+            return None, {}, env_runner.weights_version, where
     env_runner.act_with(version, weights)
     segments, metrics = _sample_one(env_runner, num_steps, global_env_steps)
-    return [_narrowed(seg) for seg in segments], metrics, env_runner.weights_version, _process_id(env_runner)
+    return [_narrowed(seg) for seg in segments], metrics, env_runner.weights_version, where
 
 
 def _narrowed(segment: dict) -> dict:

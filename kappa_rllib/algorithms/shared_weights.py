@@ -15,7 +15,7 @@ slot it acts with (`Handle`); the reader checks the slot's header before and aft
 
 The file is reserved in full at creation (`posix_fallocate`: a full `/dev/shm` is an OSError then, never a crash
 on a later write), removed by `close` (the Sampler's, at the algorithm's stop) or when the driver process exits;
-files left by a killed process are removed by the next `SharedWeights` on that node. Where `/dev/shm` is missing
+files left by a killed process are removed by the next `SharedWeights` on that node (in the same PID namespace). Where `/dev/shm` is missing
 (macOS) or cannot hold the file, or `KAPPA_RLLIB_SHARED_WEIGHTS=0` is set, the Sampler uses the object store.
 """
 
@@ -100,7 +100,7 @@ class SharedWeights:
             return None
         _remove_orphans()
         layout = Layout.of(state)
-        path = os.path.join(SHM_DIR, f"{PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}")
+        path = os.path.join(SHM_DIR, f"{PREFIX}{os.getpid()}_{_pid_namespace()}_{uuid.uuid4().hex[:12]}")
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         except OSError:
@@ -151,7 +151,7 @@ def read(handle: Handle, node_id: str) -> dict:
                       for path, dtype, shape, offset in layout.arrays]
             after = int(header[0])
             del header
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, BufferError) as e:
         raise SharedWeightsGone(f"the acting weights' file {handle.path} cannot be read: {e}") from e
     if not before == after == handle.version:
         raise SharedWeightsGone(f"the acting weights' slot held versions {before} and {after}, the request "
@@ -167,7 +167,7 @@ def read(handle: Handle, node_id: str) -> dict:
 
 def _leaves(state: dict, prefix: tuple = ()):
     for key, value in state.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:  # (an empty one is a leaf: it travels in the handle)
             yield from _leaves(value, prefix + (key,))
         else:
             yield prefix + (key,), value
@@ -185,19 +185,31 @@ def _remove(path: str, mapped) -> None:
         pass
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (a container's own), so that a sweep judges only pids it can see."""
+    try:
+        return os.readlink("/proc/self/ns/pid").split("[")[-1].rstrip("]")
+    except OSError:
+        return "0"
+
+
 def _remove_orphans() -> None:
-    """Files of processes no longer alive on this node (a driver killed before its `close`)."""
+    """Files of processes no longer alive on this node (a driver killed before its `close`): only those made in
+    this PID namespace (containers sharing /dev/shm see each other's files, not each other's pids)."""
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
         return
+    namespace = _pid_namespace()
     for name in names:
         if not name.startswith(PREFIX):
             continue
+        parts = name[len(PREFIX):].split("_")
+        if len(parts) != 3 or parts[1] != namespace:
+            continue
         try:
-            pid = int(name[len(PREFIX):].split("_")[0])
-            os.kill(pid, 0)
+            os.kill(int(parts[0]), 0)
         except ProcessLookupError:
             _remove(os.path.join(SHM_DIR, name), None)
-        except (ValueError, PermissionError):
+        except (ValueError, OverflowError, PermissionError):
             pass
