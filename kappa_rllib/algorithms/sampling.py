@@ -435,12 +435,9 @@ def _narrowed(segment: dict) -> dict:
     obs = segment.get(Columns.OBS)
     if not isinstance(obs, np.ndarray) or obs.dtype != np.float32 or obs.size == 0:
         return segment
-    with np.errstate(invalid="ignore"):  # NaN or out of range: the check below sends the array as it is
-        if not _whole(obs[:1]):  # (MuJoCo's observations fail at once)
-            return segment
-        small = obs.astype(np.uint8)
-    if not np.array_equal(small.astype(np.float32).view(np.uint32), obs.view(np.uint32)):
+    if not (_whole(obs[:1]) and _whole(obs)):  # (MuJoCo's observations fail at the first row)
         return segment
+    small = obs.astype(np.uint8)
     segment = dict(segment)
     del segment[Columns.OBS]
     segment[OBS_AS_UINT8] = small
@@ -448,8 +445,9 @@ def _narrowed(segment: dict) -> dict:
 
 
 def _whole(obs: np.ndarray) -> bool:
-    """Whether float32 `obs` survive the trip through uint8 bit for bit."""
-    return np.array_equal(obs.astype(np.uint8).astype(np.float32).view(np.uint32), obs.view(np.uint32))
+    """Whether float32 `obs` survive the trip through uint8 bit for bit (NaN, -0.0 or out of range: no)."""
+    with np.errstate(invalid="ignore"):
+        return np.array_equal(obs.astype(np.uint8).astype(np.float32).view(np.uint32), obs.view(np.uint32))
 
 
 def _widened(segment: dict) -> dict:
